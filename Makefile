@@ -1,0 +1,37 @@
+# amp-pipeline: `make run` trains and promotes on the embedded digits, `make test` runs every test.
+# Both create .venv with Python 3.10 and install the pinned lock file first, when needed.
+
+PYTHON310 ?= $(shell command -v python3.10 >/dev/null 2>&1 && python3.10 -c 'import sys' >/dev/null 2>&1 \
+	&& echo python3.10 || ls -d $$HOME/.pyenv/versions/3.10.*/bin/python3.10 /usr/bin/python3.10 2>/dev/null | tail -n 1)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+OUTPUT ?= output
+ARGS ?=
+
+.PHONY: run test lint install clean
+
+$(STAMP): requirements.lock pyproject.toml
+	@test -n "$(PYTHON310)" || { echo "error: python3.10 not found (TFX 1.16 needs Python 3.10)"; exit 2; }
+	@test -x $(PY) || $(PYTHON310) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade "pip==26.3"
+	$(PY) -m pip install --quiet -r requirements.lock
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(PY) -m pip check
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/amp-pipeline run --output $(OUTPUT) $(ARGS)
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q -p no:cacheprovider $(ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+clean:
+	rm -rf $(VENV) $(OUTPUT)

@@ -1,0 +1,41 @@
+"""AnomalyCheck: stops the run when ExampleValidator found anomalies, before any training."""
+
+import os
+
+from tensorflow_data_validation.utils import anomalies_util
+from tfx import v1 as tfx
+from tfx.types import artifact_utils
+
+from pipeline.errors import InputError
+
+
+class AnomaliesFound(InputError):
+    """ExampleValidator reported anomalies; the message names the split and the features."""
+
+
+def describe_anomalies(anomalies_by_split: dict) -> str:
+    """One line: each split's anomalous features with TFDV's short description."""
+    parts = []
+    for split, anomalies in sorted(anomalies_by_split.items()):
+        for feature, info in sorted(anomalies.anomaly_info.items()):
+            parts.append(f"split {split!r}, feature {feature!r}: {info.short_description}")
+        if anomalies.HasField("dataset_anomaly_info"):
+            info = anomalies.dataset_anomaly_info
+            parts.append(f"split {split!r}, dataset: {info.short_description}")
+    return "; ".join(parts)
+
+
+ExampleAnomalies = tfx.types.standard_artifacts.ExampleAnomalies
+
+
+@tfx.dsl.components.component
+def AnomalyCheck(anomalies: tfx.dsl.components.InputArtifact[ExampleAnomalies]) -> None:  # noqa: N802
+    """Raises AnomaliesFound if any split has an anomaly."""
+    found = {}
+    for split in artifact_utils.decode_split_names(anomalies.split_names):
+        path = os.path.join(anomalies.uri, f"Split-{split}", "SchemaDiff.pb")
+        result = anomalies_util.load_anomalies_binary(path)
+        if result.anomaly_info or result.HasField("dataset_anomaly_info"):
+            found[split] = result
+    if found:
+        raise AnomaliesFound(f"ExampleValidator found anomalies: {describe_anomalies(found)}")

@@ -1,0 +1,89 @@
+"""Performance measurement shared by the Trainer and the benchmark: step times and peak memory."""
+
+from __future__ import annotations
+
+import resource
+import time
+
+import keras
+import numpy as np
+import psutil
+
+
+def percentile_ms(seconds: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(seconds) * 1000.0, q)) if seconds else float("nan")
+
+
+class StepTimer(keras.callbacks.Callback):
+    """Times every training step; the first `warmup_steps` (tracing, compilation) are excluded."""
+
+    def __init__(self, batch_size: int, warmup_steps: int = 5):
+        super().__init__()
+        self.batch_size = batch_size
+        self.warmup_steps = warmup_steps
+        self.step_seconds: list[float] = []
+        self._start = 0.0
+        self._seen = 0
+        self._measured_from = None
+        self._measured_to = None
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self._start = time.perf_counter()
+        if self._seen == self.warmup_steps:
+            self._measured_from = self._start
+
+    def on_train_batch_end(self, batch, logs=None):
+        now = time.perf_counter()
+        if self._seen >= self.warmup_steps:
+            self.step_seconds.append(now - self._start)
+            self._measured_to = now
+        self._seen += 1
+
+    def summary(self) -> dict:
+        """examples/sec over the measured steps' wall time, and step-time percentiles."""
+        n = len(self.step_seconds)
+        wall = (self._measured_to - self._measured_from) if n else 0.0
+        return {
+            "examples_per_sec": (n * self.batch_size / wall) if wall > 0 else float("nan"),
+            "step_time_ms": {
+                "p50": percentile_ms(self.step_seconds, 50),
+                "p90": percentile_ms(self.step_seconds, 90),
+            },
+            "measured_steps": n,
+            "warmup_steps": min(self._seen, self.warmup_steps),
+        }
+
+
+class PeakMemory:
+    """Peak memory of a measured section.
+
+    On GPU: TensorFlow's allocator peak after `reset_memory_stats`. On CPU, where
+    `get_memory_info` returns zeros, the process's peak resident set (ru_maxrss) minus the
+    resident set at the start of the section. That is only honest in a fresh process per
+    measured configuration, which is how the Trainer and the benchmark run it.
+    """
+
+    def __init__(self, device: str):
+        self.device = device
+        self._rss_start = 0
+
+    @property
+    def method(self) -> str:
+        if self.device == "gpu":
+            return "tf.config.experimental.get_memory_info('GPU:0')['peak'] after reset"
+        return "CPU: peak resident set (ru_maxrss) growth during fit, one fresh process per trainer"
+
+    def start(self) -> None:
+        if self.device == "gpu":
+            import tensorflow as tf
+
+            tf.config.experimental.reset_memory_stats("GPU:0")
+        self._rss_start = psutil.Process().memory_info().rss
+
+    def peak_mb(self) -> float:
+        if self.device == "gpu":
+            import tensorflow as tf
+
+            return tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kB on Linux
+        return max(peak - self._rss_start, 0) / 2**20

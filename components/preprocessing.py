@@ -1,0 +1,93 @@
+"""Transform's preprocessing_fn: every input becomes one dense float vector `x` and a class id.
+
+- Images (pixel columns or an `image` vector) are divided by their pixel scale.
+- Other numeric features are standardised (z-score); missing values take the mean.
+- String features go through a vocabulary (top 16 values plus one out-of-vocabulary bucket)
+  and are one-hot encoded.
+- The label becomes its class id, in the order of DataSpec.classes.
+
+The Trainer, the exported serving signature and the Evaluator all use this one function through
+the Transform graph, so training and serving cannot skew.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from pipeline.ingest import DataSpec
+
+FEATURES_KEY = "x"
+LABEL_KEY = "label_xf"
+VOCAB_TOP_K = 16
+
+
+def _dense(t, default, length: int = 1) -> tf.Tensor:
+    """A [batch, length] dense tensor from a dense, sparse or ragged input."""
+    if isinstance(t, tf.SparseTensor):
+        t = tf.sparse.to_dense(
+            tf.SparseTensor(t.indices, t.values, [t.dense_shape[0], length]), default
+        )
+    elif isinstance(t, tf.RaggedTensor):
+        t = t.to_tensor(default, shape=[None, length])
+    return tf.reshape(t, [-1, length])
+
+
+def _present_mask(t) -> tf.Tensor:
+    """[batch, 1] bool: whether a scalar feature has a value in each example."""
+    if isinstance(t, tf.SparseTensor):
+        ones = tf.SparseTensor(t.indices, tf.ones_like(t.values, tf.int32), t.dense_shape)
+        return tf.reshape(tf.sparse.reduce_sum(ones, axis=1, output_is_sparse=False) > 0, [-1, 1])
+    if isinstance(t, tf.RaggedTensor):
+        return tf.reshape(t.row_lengths() > 0, [-1, 1])
+    return tf.ones_like(tf.reshape(t, [-1, 1])[:, :1], tf.bool)
+
+
+def label_to_id(label, spec: DataSpec) -> tf.Tensor:
+    """Maps raw labels to class ids in DataSpec.classes order (-1 for an unknown class)."""
+    label = _dense(label, "" if spec.label_kind == "string" else 0)
+    text = label if label.dtype == tf.string else tf.strings.as_string(label)
+    table = tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(
+            tf.constant(spec.classes), tf.range(spec.num_classes, dtype=tf.int64)
+        ),
+        default_value=-1,
+    )
+    return tf.reshape(table.lookup(text), [-1])
+
+
+def features_to_x(inputs: dict, spec: DataSpec) -> tf.Tensor:
+    """The model input: a [batch, width] float32 tensor."""
+    parts = []
+    if spec.image_shape is not None:
+        for name, length in spec.numeric_features:
+            parts.append(tf.cast(_dense(inputs[name], 0, length), tf.float32) / spec.pixel_scale)
+        return tf.concat(parts, axis=1)
+    for name, length in spec.numeric_features:
+        raw = inputs[name]
+        values = tf.cast(_dense(raw, 0, length), tf.float32)
+        if length == 1:
+            present = _present_mask(raw)
+            mean = tft.mean(tf.boolean_mask(values, present))
+            values = tf.where(present, values, mean)
+        parts.append(tft.scale_to_z_score(values))
+    for name in spec.string_features:
+        ids = tft.compute_and_apply_vocabulary(
+            _dense(inputs[name], ""), top_k=VOCAB_TOP_K, num_oov_buckets=1, vocab_filename=name
+        )
+        parts.append(tf.one_hot(tf.reshape(ids, [-1]), VOCAB_TOP_K + 1, dtype=tf.float32))
+    return tf.concat(parts, axis=1)
+
+
+def feature_width(spec: DataSpec) -> int:
+    """Width of the `x` vector preprocessing_fn makes for `spec`."""
+    return sum(n for _, n in spec.numeric_features) + len(spec.string_features) * (VOCAB_TOP_K + 1)
+
+
+def preprocessing_fn(inputs: dict, custom_config: dict) -> dict:
+    """TFX Transform entry point (`components.preprocessing.preprocessing_fn`)."""
+    spec = DataSpec.from_dict(custom_config["data_spec"])
+    outputs = {FEATURES_KEY: features_to_x(inputs, spec)}
+    if spec.label in inputs:
+        outputs[LABEL_KEY] = label_to_id(inputs[spec.label], spec)
+    return outputs

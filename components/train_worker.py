@@ -1,0 +1,30 @@
+"""`python -m components.train_worker SPEC_JSON`: one trainer in a fresh process.
+
+A fresh process per trainer keeps the global dtype policy and the peak-memory figure of one
+precision apart from the other's.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+from components.training import TrainSpec, train_and_export
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    spec = TrainSpec.from_json(Path(argv[1]).read_text())
+    figures = train_and_export(spec)
+    logging.info(
+        "policy=%s accuracy=%.4f examples/sec=%.1f",
+        figures["policy"],
+        figures["accuracy"],
+        figures["examples_per_sec"],
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,84 @@
+"""The Trainer's `run_fn` (`components.trainer.run_fn`): trains in a child process.
+
+TFX calls run_fn in the pipeline's own process. Training there would leave that process's global
+Keras dtype policy set and make the two trainers' peak memory indistinguishable, so run_fn hands
+the job to `components.train_worker` in a fresh Python process and waits for it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from components.training import TrainSpec
+
+logger = logging.getLogger(__name__)
+
+
+class TrainingFailed(RuntimeError):
+    """The training process failed; the message carries the end of its log."""
+
+
+def spec_from_fn_args(fn_args) -> TrainSpec:
+    cfg = fn_args.custom_config
+    return TrainSpec(
+        train_files=tuple(fn_args.train_files),
+        eval_files=tuple(fn_args.eval_files),
+        transform_output=fn_args.transform_output,
+        serving_model_dir=fn_args.serving_model_dir,
+        model_run_dir=fn_args.model_run_dir,
+        data_spec=cfg["data_spec"],
+        model=cfg["model"],
+        policy=cfg["policy"],
+        xla=cfg["xla"],
+        loss_scaling=cfg["loss_scaling"],
+        device=cfg["device"],
+        train_steps=int(fn_args.train_steps),
+        eval_steps=int(fn_args.eval_steps),
+        batch_size=cfg["batch_size"],
+        learning_rate=cfg["learning_rate"],
+        seed=cfg["seed"],
+    )
+
+
+def run_in_subprocess(spec: TrainSpec) -> dict:
+    """Runs `spec` in `python -m components.train_worker` and returns its figures."""
+    run_dir = Path(spec.model_run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    spec_path = run_dir / "train_spec.json"
+    spec_path.write_text(spec.to_json())
+    log_path = run_dir / "train.log"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    with open(log_path, "w") as log:
+        proc = subprocess.run(
+            [sys.executable, "-m", "components.train_worker", str(spec_path)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            check=False,
+        )
+    if proc.returncode != 0:
+        lines = [ln for ln in log_path.read_text().splitlines() if ln.strip()]
+        last = lines[-1] if lines else "no output"
+        raise TrainingFailed(
+            f"{spec.policy} training failed (exit {proc.returncode}): {last} [log: {log_path}]"
+        )
+    return json.loads((run_dir / "figures.json").read_text())
+
+
+def run_fn(fn_args) -> None:
+    """TFX Trainer entry point."""
+    spec = spec_from_fn_args(fn_args)
+    figures = run_in_subprocess(spec)
+    logger.info(
+        "Trained %s: accuracy %.4f, %.1f examples/sec",
+        spec.policy,
+        figures["accuracy"],
+        figures["examples_per_sec"],
+    )

@@ -1,0 +1,149 @@
+"""Training under one precision policy: small pure units and `train_and_export(spec)`.
+
+This runs inside a fresh process (components/train_worker.py) so that the global dtype policy of
+one trainer never leaks into the other and its peak memory is its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainSpec:
+    """One trainer's job, as plain data (it crosses a process boundary as JSON)."""
+
+    train_files: tuple[str, ...]
+    eval_files: tuple[str, ...]
+    transform_output: str
+    serving_model_dir: str
+    model_run_dir: str
+    data_spec: dict
+    model: str = "cnn"
+    policy: str = "float32"
+    xla: bool = False
+    loss_scaling: bool = False
+    device: str = "cpu"
+    train_steps: int = 300
+    eval_steps: int = 20
+    batch_size: int = 64
+    learning_rate: float = 1e-3
+    seed: int = 42
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> TrainSpec:
+        d = json.loads(text)
+        d["train_files"] = tuple(d["train_files"])
+        d["eval_files"] = tuple(d["eval_files"])
+        return cls(**d)
+
+
+def make_dataset(file_patterns, transform_output: str, batch_size: int, seed: int, train: bool):
+    """Batches of (x, label) from Transform's gzipped TFRecords."""
+    import tensorflow as tf
+    import tensorflow_transform as tft
+
+    from components.preprocessing import FEATURES_KEY, LABEL_KEY
+
+    feature_spec = tft.TFTransformOutput(transform_output).transformed_feature_spec()
+    files = sorted(f for p in file_patterns for f in tf.io.gfile.glob(p))
+    ds = tf.data.TFRecordDataset(files, compression_type="GZIP")
+    if train:
+        ds = ds.shuffle(10_000, seed=seed, reshuffle_each_iteration=True).repeat()
+    ds = ds.batch(batch_size, drop_remainder=train)
+    ds = ds.map(lambda s: tf.io.parse_example(s, feature_spec))
+    ds = ds.map(lambda f: (f[FEATURES_KEY], f[LABEL_KEY]))
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def make_optimizer(spec: TrainSpec):
+    import keras
+
+    optimizer = keras.optimizers.Adam(spec.learning_rate)
+    if spec.loss_scaling:
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer
+
+
+def build_and_compile(spec: TrainSpec):
+    """The model under `spec.policy`, compiled with the recipe's optimizer and XLA setting."""
+    import keras
+
+    from components.models import build_model
+    from components.preprocessing import feature_width
+    from pipeline.ingest import DataSpec
+
+    data = DataSpec.from_dict(spec.data_spec)
+    keras.mixed_precision.set_global_policy(spec.policy)
+    keras.utils.set_random_seed(spec.seed)
+    model = build_model(spec.model, feature_width(data), data.num_classes, data.image_shape)
+    model.compile(
+        optimizer=make_optimizer(spec),
+        loss=keras.losses.SparseCategoricalCrossentropy(),
+        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        jit_compile=spec.xla,
+    )
+    return model
+
+
+def dtype_report(model) -> list[dict]:
+    """Per layer: compute dtype and variable dtype."""
+    return [
+        {
+            "layer": layer.name,
+            "class": type(layer).__name__,
+            "compute_dtype": layer.compute_dtype,
+            "variable_dtype": layer.variable_dtype,
+        }
+        for layer in model.layers
+    ]
+
+
+def train_and_export(spec: TrainSpec) -> dict:
+    """Trains, evaluates, exports the serving SavedModel, and returns the measured figures."""
+    from components.export import export_serving_model
+    from components.perf import PeakMemory, StepTimer
+
+    model = build_and_compile(spec)
+    train_ds = make_dataset(
+        spec.train_files, spec.transform_output, spec.batch_size, spec.seed, train=True
+    )
+    eval_ds = make_dataset(
+        spec.eval_files, spec.transform_output, spec.batch_size, spec.seed, train=False
+    )
+    timer = StepTimer(spec.batch_size, warmup_steps=min(5, max(spec.train_steps - 1, 0)))
+    memory = PeakMemory(spec.device)
+    memory.start()
+    history = model.fit(
+        train_ds, steps_per_epoch=spec.train_steps, epochs=1, callbacks=[timer], verbose=0
+    )
+    peak_mb = memory.peak_mb()
+    results = model.evaluate(eval_ds, steps=spec.eval_steps, return_dict=True, verbose=0)
+    export_serving_model(model, spec.transform_output, spec.serving_model_dir, spec.data_spec)
+    figures = {
+        "policy": spec.policy,
+        "xla": spec.xla,
+        "loss_scaling": spec.loss_scaling,
+        "model": spec.model,
+        "train_steps": spec.train_steps,
+        "batch_size": spec.batch_size,
+        "accuracy": float(results["accuracy"]),
+        "loss": float(results["loss"]),
+        **timer.summary(),
+        "peak_memory_mb": peak_mb,
+        "memory_method": memory.method,
+        "history": {k: [float(v) for v in vs] for k, vs in history.history.items()},
+        "layers": dtype_report(model),
+    }
+    run_dir = Path(spec.model_run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "figures.json").write_text(json.dumps(figures, indent=2))
+    return figures

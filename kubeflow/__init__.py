@@ -1,0 +1,1 @@
+"""amp-pipeline: kubeflow."""

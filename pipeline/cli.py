@@ -1,0 +1,172 @@
+"""`amp-pipeline`: parses flags and calls library functions; prints the user-facing summary."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from pipeline.config import MODELS, RunConfig
+from pipeline.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError
+
+POLICIES = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
+XLA_CHOICES = ("auto", "on", "off")
+
+
+class Parser(argparse.ArgumentParser):
+    """Usage errors as one line naming the flag, exit code 2."""
+
+    def error(self, message: str):  # noqa: D102
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
+def build_parser() -> Parser:
+    defaults = RunConfig()
+    parser = Parser(prog="amp-pipeline", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+
+    run = sub.add_parser("run", help="run the pipeline: train fp32 + AMP, gate, push")
+    run.add_argument(
+        "--data",
+        help="CSV file, TFRecord file/folder, or image folder (default: the embedded digits)",
+    )
+    run.add_argument("--label", default=defaults.label, help="label column (default: %(default)s)")
+    run.add_argument(
+        "--model",
+        choices=MODELS,
+        default=defaults.model,
+        help="cnn for images, mlp for tabular; auto picks (default: %(default)s)",
+    )
+    run.add_argument(
+        "--policy",
+        choices=POLICIES,
+        default=defaults.policy,
+        help="AMP trainer policy; auto follows the hardware (default: %(default)s)",
+    )
+    run.add_argument(
+        "--xla",
+        choices=XLA_CHOICES,
+        default=defaults.xla,
+        help="XLA for the AMP trainer (default: %(default)s)",
+    )
+    run.add_argument(
+        "--output", default=defaults.output, help="output folder (default: %(default)s)"
+    )
+    run.add_argument(
+        "--train-steps",
+        type=_positive,
+        default=defaults.train_steps,
+        help="training steps of each trainer (default: %(default)s)",
+    )
+    run.add_argument(
+        "--batch-size", type=_positive, default=defaults.batch_size, help="(default: %(default)s)"
+    )
+    run.add_argument(
+        "--accuracy-tolerance",
+        type=_fraction,
+        default=defaults.accuracy_tolerance,
+        help="largest accuracy drop of AMP vs fp32 that still promotes (default: %(default)s)",
+    )
+    run.add_argument(
+        "--min-accuracy",
+        type=_fraction,
+        default=defaults.min_accuracy,
+        help="smallest AMP accuracy that still promotes (default: %(default)s)",
+    )
+    run.add_argument(
+        "--image-size",
+        type=_positive,
+        default=defaults.image_size,
+        help="side length image folders are resized to (default: %(default)s)",
+    )
+    run.add_argument(
+        "--model-name", default="", help="served model name (default: 'digits' or the input's name)"
+    )
+    run.add_argument("--seed", type=int, default=defaults.seed, help="(default: %(default)s)")
+    run.add_argument("--no-cache", action="store_true", help="rerun every component")
+
+    sub.add_parser("doctor", help="show the hardware and the precision recipe auto would pick")
+    return parser
+
+
+def _config(args: argparse.Namespace) -> RunConfig:
+    return RunConfig(
+        data=args.data,
+        label=args.label,
+        model=args.model,
+        policy=args.policy,
+        xla=args.xla,
+        output=args.output,
+        train_steps=args.train_steps,
+        batch_size=args.batch_size,
+        accuracy_tolerance=args.accuracy_tolerance,
+        min_accuracy=args.min_accuracy,
+        image_size=args.image_size,
+        model_name=args.model_name,
+        seed=args.seed,
+        enable_cache=not args.no_cache,
+    )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from pipeline import local_runner
+    from pipeline.summary import format_table
+
+    try:
+        config = _config(args)
+    except ValueError as e:  # RunConfig's own validation
+        print(f"amp-pipeline: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        summary = local_runner.run(config, sys.stdout)
+    except InputError as e:
+        print(f"amp-pipeline: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except local_runner.RunFailed as e:
+        print(f"amp-pipeline: failed: {e} (log: {e.log_path})", file=sys.stderr)
+        return EXIT_FAILED
+    print()
+    print(format_table(summary))
+    print(f"\n  summary      {config.output_dir / 'run_summary.json'}")
+    return summary["exit_code"]
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from components.precision import choose_recipe, detect_hardware
+
+    recipe = choose_recipe(detect_hardware())
+    hw = recipe.hardware
+    print(f"device:       {hw.device}")
+    print(f"name:         {hw.name}")
+    if hw.compute_capability:
+        print(f"capability:   {'.'.join(map(str, hw.compute_capability))}")
+    print(f"features:     {', '.join(hw.features) or 'none relevant'}")
+    print(f"policy:       {recipe.policy}")
+    print(f"xla:          {'on' if recipe.xla else 'off'}")
+    print(f"loss scaling: {'on' if recipe.loss_scaling else 'off'}")
+    print(f"reason:       {recipe.reason}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    args = build_parser().parse_args(argv)
+    return {"run": cmd_run, "doctor": cmd_doctor}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""Run configuration: plain frozen data, variants made with `dataclasses.replace`."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+MODELS = ("auto", "cnn", "mlp")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """Everything one `amp-pipeline run` needs.
+
+    Attributes:
+        data: input path (CSV file, TFRecord file or folder, image folder); None for the
+            embedded digits.
+        label: label column / feature name.
+        model: `cnn`, `mlp`, or `auto` (cnn for images, mlp for tabular data).
+        policy: AMP trainer policy: `auto` follows the hardware (see components/precision.py).
+        xla: `auto`, `on` or `off` for the AMP trainer.
+        output: folder for every artifact, log, the ML Metadata DB and the serving folder.
+        train_steps: training steps of each trainer (the same for both).
+        eval_steps: evaluation steps of each trainer's own validation pass.
+        batch_size: examples per step.
+        learning_rate: Adam learning rate.
+        accuracy_tolerance: largest accuracy drop of AMP vs float32 that still promotes.
+        min_accuracy: smallest absolute accuracy of the AMP model that still promotes.
+        image_size: side length image-folder inputs are resized to.
+        model_name: the served model's name: `<output>/serving/<model_name>/<version>/`.
+        seed: seed shared by both trainers (same init, same data order).
+        enable_cache: reuse TFX outputs whose inputs did not change.
+    """
+
+    data: str | None = None
+    label: str = "label"
+    model: str = "auto"
+    policy: str = "auto"
+    xla: str = "auto"
+    output: str = "output"
+    train_steps: int = 300
+    eval_steps: int = 20
+    batch_size: int = 64
+    learning_rate: float = 1e-3
+    accuracy_tolerance: float = 0.005
+    min_accuracy: float = 0.0
+    image_size: int = 32
+    model_name: str = ""
+    seed: int = 42
+    enable_cache: bool = True
+
+    def __post_init__(self) -> None:
+        if self.model not in MODELS:
+            raise ValueError(
+                f"Invalid value for argument model: expected one of {', '.join(MODELS)}. "
+                f"Received: model={self.model!r}"
+            )
+        for name in ("train_steps", "eval_steps", "batch_size", "image_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(
+                    f"Invalid value for argument {name}: must be at least 1. "
+                    f"Received: {name}={getattr(self, name)!r}"
+                )
+        if not 0.0 <= self.accuracy_tolerance <= 1.0:
+            raise ValueError(
+                "Invalid value for argument accuracy_tolerance: must be in [0, 1]. "
+                f"Received: accuracy_tolerance={self.accuracy_tolerance!r}"
+            )
+        if not 0.0 <= self.min_accuracy <= 1.0:
+            raise ValueError(
+                "Invalid value for argument min_accuracy: must be in [0, 1]. "
+                f"Received: min_accuracy={self.min_accuracy!r}"
+            )
+        if self.learning_rate <= 0:
+            raise ValueError(
+                "Invalid value for argument learning_rate: must be > 0. "
+                f"Received: learning_rate={self.learning_rate!r}"
+            )
+
+    @property
+    def output_dir(self) -> Path:
+        return Path(self.output).resolve()
+
+    @property
+    def pipeline_root(self) -> Path:
+        return self.output_dir / "tfx"
+
+    @property
+    def metadata_path(self) -> Path:
+        return self.output_dir / "metadata.sqlite"
+
+    @property
+    def serving_dir(self) -> Path:
+        return self.output_dir / "serving"
+
+    @property
+    def log_path(self) -> Path:
+        return self.output_dir / "logs" / "tfx.log"

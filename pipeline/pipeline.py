@@ -1,0 +1,178 @@
+"""create_pipeline(config): the one TFX pipeline every runner uses."""
+
+from __future__ import annotations
+
+import re
+
+import tensorflow_model_analysis as tfma
+from tfx import v1 as tfx
+
+from components.anomaly_check import AnomalyCheck
+from components.precision import Recipe
+from components.preprocessing import LABEL_KEY
+from pipeline.config import RunConfig
+from pipeline.ingest import DataSpec
+
+PIPELINE_NAME = "amp-pipeline"
+TRAINER_FP32 = "TrainerFp32"
+TRAINER_AMP = "TrainerAmp"
+EVALUATOR = "Evaluator"
+PUSHER = "Pusher"
+CANDIDATE = "candidate"
+BASELINE = "baseline"
+ACCURACY_METRIC = "sparse_categorical_accuracy"
+
+
+def model_name_for(config: RunConfig, data: DataSpec) -> str:
+    """The served model's name: --model-name, else 'digits' or the input's file name."""
+    if config.model_name:
+        return config.model_name
+    if config.data is None:
+        return "digits"
+    stem = re.sub(r"(\.csv|\.gz|\.tfrecords?|\.tfr)+$", "", data.source.rstrip("/").split("/")[-1])
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", stem).strip("_") or "model"
+
+
+def model_for(config: RunConfig, data: DataSpec) -> str:
+    if config.model != "auto":
+        return config.model
+    return "cnn" if data.image_shape is not None else "mlp"
+
+
+def eval_config(config: RunConfig) -> tfma.EvalConfig:
+    """AMP candidate vs float32 baseline: accuracy must not drop by more than the tolerance."""
+
+    def spec(name: str, is_baseline: bool) -> tfma.ModelSpec:
+        return tfma.ModelSpec(
+            name=name,
+            signature_name="serving_default",
+            preprocessing_function_names=["transform_features"],
+            label_key=LABEL_KEY,
+            prediction_key="probabilities",
+            is_baseline=is_baseline,
+        )
+
+    accuracy_threshold = tfma.MetricThreshold(
+        value_threshold=tfma.GenericValueThreshold(lower_bound={"value": config.min_accuracy}),
+        change_threshold=tfma.GenericChangeThreshold(
+            direction=tfma.MetricDirection.HIGHER_IS_BETTER,
+            absolute={"value": -config.accuracy_tolerance},
+        ),
+    )
+    return tfma.EvalConfig(
+        model_specs=[spec(CANDIDATE, False), spec(BASELINE, True)],
+        slicing_specs=[tfma.SlicingSpec()],
+        metrics_specs=[
+            tfma.MetricsSpec(
+                metrics=[
+                    tfma.MetricConfig(
+                        class_name="SparseCategoricalAccuracy", threshold=accuracy_threshold
+                    ),
+                    tfma.MetricConfig(class_name="ExampleCount"),
+                ]
+            )
+        ],
+    )
+
+
+def _example_gen(data: DataSpec):
+    input_config = tfx.proto.Input(
+        splits=[tfx.proto.Input.Split(name="single_split", pattern=data.input_pattern)]
+    )
+    output_config = tfx.proto.Output(
+        split_config=tfx.proto.SplitConfig(
+            splits=[
+                tfx.proto.SplitConfig.Split(name="train", hash_buckets=4),
+                tfx.proto.SplitConfig.Split(name="eval", hash_buckets=1),
+            ]
+        )
+    )
+    gen = tfx.components.CsvExampleGen if data.format == "csv" else tfx.components.ImportExampleGen
+    return gen(input_base=data.input_base, input_config=input_config, output_config=output_config)
+
+
+def _trainer(
+    node_id: str, config: RunConfig, data: DataSpec, recipe: Recipe, policy: str, transform
+):
+    custom_config = {
+        "data_spec": data.to_dict(),
+        "model": model_for(config, data),
+        "policy": policy,
+        "xla": recipe.xla if policy != "float32" else False,
+        "loss_scaling": recipe.loss_scaling if policy != "float32" else False,
+        "device": recipe.hardware.device,
+        "batch_size": config.batch_size,
+        "learning_rate": config.learning_rate,
+        "seed": config.seed,
+    }
+    return tfx.components.Trainer(
+        run_fn="components.trainer.run_fn",
+        examples=transform.outputs["transformed_examples"],
+        transform_graph=transform.outputs["transform_graph"],
+        train_args=tfx.proto.TrainArgs(num_steps=config.train_steps),
+        eval_args=tfx.proto.EvalArgs(num_steps=config.eval_steps),
+        custom_config=custom_config,
+    ).with_id(node_id)
+
+
+def create_pipeline(
+    config: RunConfig,
+    data: DataSpec,
+    recipe: Recipe,
+    metadata_connection_config=None,
+    beam_pipeline_args: list[str] | None = None,
+) -> tfx.dsl.Pipeline:
+    """The whole pipeline: ingestion and validation, Transform, two trainers, gate, push."""
+    example_gen = _example_gen(data)
+    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+    schema_gen = tfx.components.SchemaGen(
+        statistics=statistics_gen.outputs["statistics"], infer_feature_shape=True
+    )
+    example_validator = tfx.components.ExampleValidator(
+        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
+    )
+    anomaly_check = AnomalyCheck(anomalies=example_validator.outputs["anomalies"])
+    transform = tfx.components.Transform(
+        examples=example_gen.outputs["examples"],
+        schema=schema_gen.outputs["schema"],
+        preprocessing_fn="components.preprocessing.preprocessing_fn",
+        custom_config={"data_spec": data.to_dict()},
+    )
+    transform.add_upstream_node(anomaly_check)
+    trainer_fp32 = _trainer(TRAINER_FP32, config, data, recipe, "float32", transform)
+    trainer_amp = _trainer(TRAINER_AMP, config, data, recipe, recipe.policy, transform)
+    evaluator = tfx.components.Evaluator(
+        examples=example_gen.outputs["examples"],
+        model=trainer_amp.outputs["model"],
+        baseline_model=trainer_fp32.outputs["model"],
+        eval_config=eval_config(config),
+        example_splits=["eval"],
+    ).with_id(EVALUATOR)
+    pusher = tfx.components.Pusher(
+        model=trainer_amp.outputs["model"],
+        model_blessing=evaluator.outputs["blessing"],
+        push_destination=tfx.proto.PushDestination(
+            filesystem=tfx.proto.PushDestination.Filesystem(
+                base_directory=str(config.serving_dir / model_name_for(config, data))
+            )
+        ),
+    ).with_id(PUSHER)
+    return tfx.dsl.Pipeline(
+        pipeline_name=PIPELINE_NAME,
+        pipeline_root=str(config.pipeline_root),
+        components=[
+            example_gen,
+            statistics_gen,
+            schema_gen,
+            example_validator,
+            anomaly_check,
+            transform,
+            trainer_fp32,
+            trainer_amp,
+            evaluator,
+            pusher,
+        ],
+        enable_cache=config.enable_cache,
+        metadata_connection_config=metadata_connection_config,
+        beam_pipeline_args=beam_pipeline_args or [],
+    )

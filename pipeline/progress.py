@@ -1,0 +1,92 @@
+"""Console progress: one line per TFX component with its elapsed time; the full log to a file."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TextIO
+
+
+class ProgressHandler(logging.Handler):
+    """Turns LocalDagRunner's 'Component X is running/finished.' records into progress lines."""
+
+    def __init__(self, total: int, stream: TextIO):
+        super().__init__(level=logging.INFO)
+        self.total = total
+        self.stream = stream
+        self.done = 0
+        self.started = time.monotonic()
+        self._current: str | None = None
+        self._t0 = 0.0
+        self._cached = False
+        self.timings: dict[str, float] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.getMessage()
+        if msg.startswith("Component ") and msg.endswith(" is running."):
+            self._current = msg[len("Component ") : -len(" is running.")]
+            self._t0 = time.monotonic()
+            self._cached = False
+            if self.stream.isatty():
+                self.stream.write(f"  [{self.done + 1:2d}/{self.total}] {self._current} ...\r")
+                self.stream.flush()
+        elif msg.startswith("A cached execution"):
+            self._cached = True
+        elif msg.startswith("Component ") and msg.endswith(" is finished."):
+            name = msg[len("Component ") : -len(" is finished.")]
+            elapsed = time.monotonic() - self._t0
+            self.timings[name] = elapsed
+            self.done += 1
+            note = "cached" if self._cached else "done"
+            total = time.monotonic() - self.started
+            self.stream.write(
+                f"  [{self.done:2d}/{self.total}] {name:<18} {note:<6} {elapsed:6.1f}s"
+                f"   (total {total:5.1f}s)\n"
+            )
+            self.stream.flush()
+            self._current = None
+
+    @property
+    def current(self) -> str | None:
+        """The component that was running when the last record came, if unfinished."""
+        return self._current
+
+
+@contextlib.contextmanager
+def captured_output(log_path: Path, total: int) -> Iterator[tuple[ProgressHandler, TextIO]]:
+    """Sends logging and the process's stderr (TF, Beam) to `log_path`; yields the progress
+    handler and a stream to the real terminal for user-facing lines."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    console = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+    saved_err = os.dup(2)
+    log_file = open(log_path, "a", buffering=1)  # noqa: SIM115
+    os.dup2(log_file.fileno(), 2)
+    root = logging.getLogger()
+    saved_handlers, saved_level = root.handlers[:], root.level
+    for h in saved_handlers:
+        root.removeHandler(h)
+    file_handler = logging.StreamHandler(log_file)
+    file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    progress = ProgressHandler(total, console)
+    root.addHandler(file_handler)
+    root.addHandler(progress)
+    root.setLevel(logging.INFO)
+    logging.captureWarnings(True)
+    try:
+        yield progress, console
+    finally:
+        root.removeHandler(file_handler)
+        root.removeHandler(progress)
+        for h in saved_handlers:
+            root.addHandler(h)
+        root.setLevel(saved_level)
+        sys.stderr.flush()
+        os.dup2(saved_err, 2)
+        os.close(saved_err)
+        log_file.close()
+        console.flush()

@@ -1,0 +1,220 @@
+"""run_summary.json (DESIGN.md's contract) and the short table printed at the end of a run."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from components.precision import Recipe
+from pipeline.errors import EXIT_FAILED, EXIT_PROMOTED, EXIT_REJECTED
+from pipeline.results import NodeOutput
+
+TRAINER_KEYS = (
+    "policy",
+    "accuracy",
+    "loss",
+    "examples_per_sec",
+    "step_time_ms",
+    "peak_memory_mb",
+    "memory_method",
+    "train_steps",
+    "batch_size",
+    "model",
+)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or not b or math.isnan(a) or math.isnan(b):
+        return None
+    return a / b
+
+
+def evaluation_metrics(evaluation_uri: str) -> dict[str, dict[str, float]]:
+    """Overall-slice metrics per model name ('candidate', 'baseline') from TFMA's output."""
+    import tensorflow_model_analysis as tfma
+
+    out: dict[str, dict[str, float]] = {}
+    for metrics in tfma.load_metrics(evaluation_uri):
+        if metrics.slice_key.single_slice_keys:
+            continue
+        for kv in metrics.metric_keys_and_values:
+            if kv.key.is_diff:
+                continue
+            value = kv.value.double_value.value
+            out.setdefault(kv.key.model_name, {})[kv.key.name] = value
+    return out
+
+
+def validation_failures(evaluation_uri: str) -> list[str]:
+    """TFMA's failed thresholds, one readable line each."""
+    import tensorflow_model_analysis as tfma
+
+    result = tfma.load_validation_result(evaluation_uri)
+    lines = []
+    for per_slice in result.metric_validations_per_slice:
+        for failure in per_slice.failures:
+            lines.append(
+                f"{failure.metric_key.name}"
+                f"{' change' if failure.metric_key.is_diff else ''}: {failure.message}"
+            )
+    return lines
+
+
+def build_summary(
+    outputs: dict[str, dict[str, NodeOutput]],
+    recipe: Recipe,
+    config_dict: dict,
+    data_dict: dict,
+    output_dir: Path,
+) -> dict:
+    """Assembles run_summary.json from the run's artifacts."""
+    from pipeline.pipeline import ACCURACY_METRIC, EVALUATOR, PUSHER, TRAINER_AMP, TRAINER_FP32
+    from pipeline.results import trainer_figures
+
+    fp32 = trainer_figures(outputs[TRAINER_FP32]["model_run"])
+    amp = trainer_figures(outputs[TRAINER_AMP]["model_run"])
+    evaluation = outputs[EVALUATOR]["evaluation"].uri
+    blessing = outputs[EVALUATOR]["blessing"]
+    blessed = bool(blessing.properties.get("blessed", 0))
+    metrics = evaluation_metrics(evaluation)
+    fp32_acc = metrics.get("baseline", {}).get(ACCURACY_METRIC, fp32["accuracy"])
+    amp_acc = metrics.get("candidate", {}).get(ACCURACY_METRIC, amp["accuracy"])
+    tolerance = config_dict["accuracy_tolerance"]
+    delta = amp_acc - fp32_acc
+    rules = [
+        {
+            "name": "accuracy_parity",
+            "value": delta,
+            "threshold": -tolerance,
+            "passed": delta >= -tolerance,
+        },
+        {
+            "name": "min_accuracy",
+            "value": amp_acc,
+            "threshold": config_dict["min_accuracy"],
+            "passed": amp_acc >= config_dict["min_accuracy"],
+        },
+    ]
+    pushed = outputs.get(PUSHER, {}).get("pushed_model")
+    pushed_path = None
+    if pushed is not None and pushed.properties.get("pushed"):
+        pushed_path = pushed.properties.get("pushed_destination")
+    status = "promoted" if blessed and pushed_path else "rejected"
+
+    def trainer(figures: dict, accuracy: float) -> dict:
+        d = {k: figures[k] for k in TRAINER_KEYS if k in figures}
+        d["accuracy"] = accuracy
+        d["trainer_accuracy"] = figures["accuracy"]
+        return d
+
+    amp_out = trainer(amp, amp_acc)
+    amp_out["loss_scale"] = {"final": None, "overflow_steps": 0}
+    return {
+        "status": status,
+        "exit_code": EXIT_PROMOTED if status == "promoted" else EXIT_REJECTED,
+        "policy": recipe.policy,
+        "xla": recipe.xla,
+        "loss_scaling": recipe.loss_scaling,
+        "hardware": {**recipe.hardware.to_dict(), "reason": recipe.reason},
+        "warnings": list(recipe.warnings),
+        "fp32": trainer(fp32, fp32_acc),
+        "amp": amp_out,
+        "speedup": _ratio(amp["examples_per_sec"], fp32["examples_per_sec"]),
+        "memory_ratio": _ratio(amp["peak_memory_mb"], fp32["peak_memory_mb"]),
+        "accuracy_delta": delta,
+        "gate": {
+            "passed": blessed,
+            "rules": rules,
+            "evaluator_blessed": blessed,
+            "evaluator_failures": validation_failures(evaluation),
+        },
+        "exports": {"saved_model": pushed_path},
+        "evaluation": {"uri": evaluation, "metrics": metrics},
+        "data": {
+            "source": data_dict["source"],
+            "rows": data_dict["rows"],
+            "classes": list(data_dict["classes"]),
+        },
+        "config": config_dict,
+        "output_dir": str(output_dir),
+    }
+
+
+def failure_summary(error: BaseException, exit_code: int, recipe: Recipe | None) -> dict:
+    """What run_summary.json holds when the run stopped before a decision."""
+    summary = {
+        "status": "failed" if exit_code == EXIT_FAILED else "bad_input",
+        "exit_code": exit_code,
+        "error": str(error).splitlines()[0] if str(error) else type(error).__name__,
+        "exports": {"saved_model": None},
+    }
+    if recipe is not None:
+        summary.update(
+            policy=recipe.policy,
+            xla=recipe.xla,
+            loss_scaling=recipe.loss_scaling,
+            hardware={**recipe.hardware.to_dict(), "reason": recipe.reason},
+        )
+    return summary
+
+
+def write_summary(summary: dict, output_dir: Path) -> Path:
+    path = output_dir / "run_summary.json"
+    path.write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    return path
+
+
+def _fmt(v, spec: str, unit: str = "") -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    return f"{v:{spec}}{unit}"
+
+
+def format_table(summary: dict) -> str:
+    """The short table printed at the end of `amp-pipeline run`."""
+    fp32, amp = summary["fp32"], summary["amp"]
+    rows = [
+        ("", "fp32", f"amp ({summary['policy']})"),
+        ("accuracy (eval)", _fmt(fp32["accuracy"], ".4f"), _fmt(amp["accuracy"], ".4f")),
+        (
+            "examples/sec",
+            _fmt(fp32["examples_per_sec"], ",.0f"),
+            _fmt(amp["examples_per_sec"], ",.0f"),
+        ),
+        (
+            "step p50/p90 ms",
+            f"{_fmt(fp32['step_time_ms']['p50'], '.1f')}/{_fmt(fp32['step_time_ms']['p90'], '.1f')}",
+            f"{_fmt(amp['step_time_ms']['p50'], '.1f')}/{_fmt(amp['step_time_ms']['p90'], '.1f')}",
+        ),
+        (
+            "peak memory MB",
+            _fmt(fp32["peak_memory_mb"], ".0f"),
+            _fmt(amp["peak_memory_mb"], ".0f"),
+        ),
+    ]
+    width = max(len(r[0]) for r in rows)
+    lines = [f"  {a:<{width}}  {b:>12}  {c:>24}" for a, b, c in rows]
+    hw = summary["hardware"]
+    gate = summary["gate"]
+    verdict = "PROMOTED" if summary["status"] == "promoted" else "REJECTED"
+    failed = [r["name"] for r in gate["rules"] if not r["passed"]]
+    lines += [
+        "",
+        f"  hardware     {hw['device']}: {hw['name']}",
+        f"  recipe       {summary['policy']}, xla={'on' if summary['xla'] else 'off'}, "
+        f"loss scaling={'on' if summary['loss_scaling'] else 'off'}",
+        f"  why          {hw['reason']}",
+        f"  speedup      {_fmt(summary['speedup'], '.2f', 'x')} examples/sec amp/fp32; "
+        f"memory {_fmt(summary['memory_ratio'], '.2f', 'x')} ({fp32['memory_method']})",
+        f"  accuracy     delta {summary['accuracy_delta']:+.4f} "
+        f"(tolerance {summary['config']['accuracy_tolerance']})",
+        f"  gate         {verdict}" + (f": failed {', '.join(failed)}" if failed else ""),
+    ]
+    for reason in gate.get("evaluator_failures", []):
+        lines.append(f"               {reason}")
+    if summary["exports"]["saved_model"]:
+        lines.append(f"  pushed       {summary['exports']['saved_model']}")
+    else:
+        lines.append("  pushed       nothing (the serving folder is unchanged)")
+    return "\n".join(lines)
