@@ -18,7 +18,10 @@ def describe_anomalies(anomalies_by_split: dict) -> str:
     parts = []
     for split, anomalies in sorted(anomalies_by_split.items()):
         for feature, info in sorted(anomalies.anomaly_info.items()):
-            parts.append(f"split {split!r}, feature {feature!r}: {info.short_description}")
+            parts.append(
+                f"split {split!r}, feature {feature!r}: {info.short_description} "
+                f"({info.description[:160]})"
+            )
         if anomalies.HasField("dataset_anomaly_info"):
             info = anomalies.dataset_anomaly_info
             parts.append(f"split {split!r}, dataset: {info.short_description}")

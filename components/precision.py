@@ -1,7 +1,7 @@
 """Hardware -> precision recipe: which mixed-precision policy, XLA setting and loss scaling to use.
 
 The rules (measured, see STACK.md):
-- NVIDIA GPU with compute capability >= 7.0 (tensor cores): mixed_float16, dynamic loss scaling, XLA.
+- NVIDIA GPU, compute capability >= 7.0 (tensor cores): mixed_float16, dynamic loss scaling, XLA.
 - TPU, or a CPU with AMX-BF16 or AVX-512 BF16: mixed_bfloat16, no loss scaling, XLA off on CPU
   (XLA made every policy about 4x slower on those CPUs).
 - Anything else: float32. Mixed precision there is emulated and slower than float32.

@@ -67,10 +67,16 @@ def features_to_x(inputs: dict, spec: DataSpec) -> tf.Tensor:
         raw = inputs[name]
         values = tf.cast(_dense(raw, 0, length), tf.float32)
         if length == 1:
+            # Mean and variance of the present values, both in Transform's first phase (a
+            # z-score of mean-imputed values would need a second phase, which TFX 1.16's
+            # Transform cannot run on Beam 2.74: tft's deep_copy breaks there).
             present = _present_mask(raw)
-            mean = tft.mean(tf.boolean_mask(values, present))
-            values = tf.where(present, values, mean)
-        parts.append(tft.scale_to_z_score(values))
+            known = tf.boolean_mask(values, present)
+            mean, var = tft.mean(known), tft.var(known)
+            z = (values - mean) * tf.math.rsqrt(tf.maximum(var, 1e-12))
+            parts.append(tf.where(present, z, tf.zeros_like(z)))
+        else:
+            parts.append(tft.scale_to_z_score(values))
     for name in spec.string_features:
         ids = tft.compute_and_apply_vocabulary(
             _dense(inputs[name], ""), top_k=VOCAB_TOP_K, num_oov_buckets=1, vocab_filename=name

@@ -316,7 +316,7 @@ def convert_image_folder(path: Path, label: str, size: int, workdir: Path) -> Da
                 logger.warning("%s: not a PNG/JPEG file; skipped", f)
     if not items:
         raise InputError(f"{path}: no PNG/JPEG images found (expected one subfolder per class)")
-    _classes((c for _, c in items), str(path), "class folder")
+    _, classes = _classes((c for _, c in items), str(path), "class folder")
     images = []
     for f, _ in items:
         try:
@@ -327,28 +327,25 @@ def convert_image_folder(path: Path, label: str, size: int, workdir: Path) -> Da
             raise InputError(f"{f}: cannot read image ({e})") from None
     channels = 1 if all(im.mode in ("L", "1", "I;16") for im in images) else 3
     mode = "L" if channels == 1 else "RGB"
-    buf = io.BytesIO()
-    records = []
-    for im, (_, cls) in zip(images, items, strict=False):
-        pixels = np.asarray(im.convert(mode).resize((size, size)), dtype=np.int64).reshape(-1)
-        ex = tf.train.Example(
-            features=tf.train.Features(
-                feature={
-                    "image": tf.train.Feature(int64_list=tf.train.Int64List(value=pixels)),
-                    label: tf.train.Feature(bytes_list=tf.train.BytesList(value=[cls.encode()])),
-                }
-            )
-        )
-        records.append(ex.SerializeToString())
+    workdir.mkdir(parents=True, exist_ok=True)
     out = workdir / "images.tfrecord"
-    with tf.io.TFRecordWriter(str(out) + ".staging") as w:
-        for r in records:
-            w.write(r)
-    staged = Path(str(out) + ".staging")
-    buf.write(staged.read_bytes())
+    staged = workdir / "images.tfrecord.staging"
+    with tf.io.TFRecordWriter(str(staged)) as w:
+        for im, (_, cls) in zip(images, items, strict=True):
+            pixels = np.asarray(im.convert(mode).resize((size, size)), dtype=np.int64).reshape(-1)
+            ex = tf.train.Example(
+                features=tf.train.Features(
+                    feature={
+                        "image": tf.train.Feature(int64_list=tf.train.Int64List(value=pixels)),
+                        label: tf.train.Feature(
+                            bytes_list=tf.train.BytesList(value=[cls.encode()])
+                        ),
+                    }
+                )
+            )
+            w.write(ex.SerializeToString(deterministic=True))
+    write_if_changed(out, staged.read_bytes())
     staged.unlink()
-    write_if_changed(out, buf.getvalue())
-    label_kind, classes = _classes((c for _, c in items), str(path), "class folder")
     return DataSpec(
         source=str(path),
         format="tfrecord",

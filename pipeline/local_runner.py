@@ -41,16 +41,18 @@ def run(config: RunConfig, console: TextIO) -> dict:
     recipe = None
     with captured_output(config.log_path, NUM_COMPONENTS) as (progress, terminal):
         try:
-            # Imported here so that TF's and Beam's start-up noise goes to the log file.
+            from pipeline import ingest
+
+            data = ingest.prepare(config.data, config.label, output / "data", config.image_size)
+            # Imported here so that TF's and Beam's start-up noise goes to the log file, and
+            # after the data check so that a bad CSV is reported in a second.
             from absl import logging as absl_logging
             from tfx import v1 as tfx
 
             from components.precision import choose_recipe, detect_hardware
-            from pipeline import ingest
             from pipeline.pipeline import PIPELINE_NAME, create_pipeline, model_for
             from pipeline.results import latest_run_outputs
 
-            data = ingest.prepare(config.data, config.label, output / "data", config.image_size)
             if model_for(config, data) == "cnn" and data.image_shape is None:
                 raise InputError(
                     f"--model cnn: {data.source} is tabular (no image features); use --model mlp"

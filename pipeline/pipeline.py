@@ -126,7 +126,9 @@ def create_pipeline(
     example_gen = _example_gen(data)
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
     schema_gen = tfx.components.SchemaGen(
-        statistics=statistics_gen.outputs["statistics"], infer_feature_shape=True
+        statistics=statistics_gen.outputs["statistics"],
+        infer_feature_shape=True,
+        exclude_splits=["eval"],  # the eval split is then validated against train's schema
     )
     example_validator = tfx.components.ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]

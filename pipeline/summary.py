@@ -171,6 +171,11 @@ def _fmt(v, spec: str, unit: str = "") -> str:
     return f"{v:{spec}}{unit}"
 
 
+def _steps(trainer: dict) -> str:
+    t = trainer["step_time_ms"]
+    return f"{_fmt(t['p50'], '.1f')}/{_fmt(t['p90'], '.1f')}"
+
+
 def format_table(summary: dict) -> str:
     """The short table printed at the end of `amp-pipeline run`."""
     fp32, amp = summary["fp32"], summary["amp"]
@@ -182,11 +187,7 @@ def format_table(summary: dict) -> str:
             _fmt(fp32["examples_per_sec"], ",.0f"),
             _fmt(amp["examples_per_sec"], ",.0f"),
         ),
-        (
-            "step p50/p90 ms",
-            f"{_fmt(fp32['step_time_ms']['p50'], '.1f')}/{_fmt(fp32['step_time_ms']['p90'], '.1f')}",
-            f"{_fmt(amp['step_time_ms']['p50'], '.1f')}/{_fmt(amp['step_time_ms']['p90'], '.1f')}",
-        ),
+        ("step p50/p90 ms", _steps(fp32), _steps(amp)),
         (
             "peak memory MB",
             _fmt(fp32["peak_memory_mb"], ".0f"),
