@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import resource
 import time
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -54,30 +55,55 @@ class StepTimer(keras.callbacks.Callback):
         }
 
 
+def _vm_hwm_bytes() -> int | None:
+    """The process's peak resident set (VmHWM) from /proc, or None where there is no /proc."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _reset_vm_hwm() -> bool:
+    """Resets VmHWM to the current resident set (Linux >= 4.0: `5` to clear_refs)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
 class PeakMemory:
     """Peak memory of a measured section.
 
     On GPU: TensorFlow's allocator peak after `reset_memory_stats`. On CPU, where
-    `get_memory_info` returns zeros, the process's peak resident set (ru_maxrss) minus the
-    resident set at the start of the section. That is only honest in a fresh process per
-    measured configuration, which is how the Trainer and the benchmark run it.
+    `get_memory_info` returns zeros: the process's peak resident set during the section (VmHWM,
+    reset at the start through /proc/self/clear_refs) minus the resident set at the start, so
+    that neither start-up nor the other trainer counts. Each trainer runs in its own process.
+    Where VmHWM cannot be reset, ru_maxrss stands in (it includes start-up's peak).
     """
 
     def __init__(self, device: str):
         self.device = device
         self._rss_start = 0
+        self._hwm_reset = False
 
     @property
     def method(self) -> str:
         if self.device == "gpu":
             return "tf.config.experimental.get_memory_info('GPU:0')['peak'] after reset"
-        return "CPU: peak resident set (ru_maxrss) growth during fit, one fresh process per trainer"
+        if self._hwm_reset:
+            return "CPU: peak resident set growth during fit (VmHWM reset at start), own process"
+        return "CPU: ru_maxrss minus resident set at start of fit, own process"
 
     def start(self) -> None:
         if self.device == "gpu":
             import tensorflow as tf
 
             tf.config.experimental.reset_memory_stats("GPU:0")
+        self._hwm_reset = _reset_vm_hwm()
         self._rss_start = psutil.Process().memory_info().rss
 
     def peak_mb(self) -> float:
@@ -85,5 +111,7 @@ class PeakMemory:
             import tensorflow as tf
 
             return tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kB on Linux
+        peak = _vm_hwm_bytes() if self._hwm_reset else None
+        if peak is None:
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kB on Linux
         return max(peak - self._rss_start, 0) / 2**20

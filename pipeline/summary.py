@@ -54,10 +54,16 @@ def validation_failures(evaluation_uri: str) -> list[str]:
     lines = []
     for per_slice in result.metric_validations_per_slice:
         for failure in per_slice.failures:
-            lines.append(
-                f"{failure.metric_key.name}"
-                f"{' change' if failure.metric_key.is_diff else ''}: {failure.message}"
-            )
+            key = failure.metric_key
+            value = failure.metric_value.double_value.value
+            threshold = failure.metric_threshold
+            if key.is_diff:
+                bound = threshold.change_threshold.absolute.value
+                text = f"{key.name} change {value:+.4f} vs baseline, must be >= {bound:+.4f}"
+            else:
+                bound = threshold.value_threshold.lower_bound.value
+                text = f"{key.name} {value:.4f}, must be >= {bound:.4f}"
+            lines.append(f"{text} ({key.model_name or 'candidate'})")
     return lines
 
 

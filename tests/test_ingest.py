@@ -31,8 +31,10 @@ def test_csv_with_strings_missing_values_and_string_label(tmp_path):
     rng = np.random.default_rng(0)
     for i in range(40):
         age = "" if i % 7 == 0 else str(int(rng.integers(18, 80)))
-        rows.append(f"{age},{['paris', 'oslo', 'rome'][i % 3]},{rng.normal():.3f},"
-                    f"{'yes' if i % 2 else 'no'}")
+        rows.append(
+            f"{age},{['paris', 'oslo', 'rome'][i % 3]},{rng.normal():.3f},"
+            f"{'yes' if i % 2 else 'no'}"
+        )
     spec = prepare(write(tmp_path / "t.csv", "\n".join(rows) + "\n"), "label", tmp_path / "w")
     assert spec.numeric_features == (("age", 1), ("income", 1))
     assert spec.string_features == ("city",)
@@ -78,8 +80,11 @@ def test_single_class_label(tmp_path):
 
 def test_text_in_numeric_column(tmp_path):
     path = write(tmp_path / "t.csv", "a,b,label\n1,x,0\n2,y,1\n3,z,0\nabc,w,1\n5,v,0\n")
-    with pytest.raises(InputError, match=r"t\.csv: column 'a' is numeric but line 5 holds "
-                                         r"text 'abc'"):
+    with pytest.raises(
+        InputError,
+        match=r"t\.csv: column 'a' is numeric but line 5 holds "
+        r"text 'abc'",
+    ):
         prepare(path, "label", tmp_path)
 
 
@@ -144,12 +149,17 @@ def test_tfrecord_input(tmp_path):
     path = tmp_path / "data.tfrecord"
     with tf.io.TFRecordWriter(str(path)) as w:
         for i in range(12):
-            ex = tf.train.Example(features=tf.train.Features(feature={
-                "f": tf.train.Feature(float_list=tf.train.FloatList(value=[i * 0.5])),
-                "tag": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"a" if i % 2
-                                                                              else b"b"])),
-                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[i % 3])),
-            }))
+            ex = tf.train.Example(
+                features=tf.train.Features(
+                    feature={
+                        "f": tf.train.Feature(float_list=tf.train.FloatList(value=[i * 0.5])),
+                        "tag": tf.train.Feature(
+                            bytes_list=tf.train.BytesList(value=[b"a" if i % 2 else b"b"])
+                        ),
+                        "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[i % 3])),
+                    }
+                )
+            )
             w.write(ex.SerializeToString())
     spec = prepare(str(path), "label", tmp_path)
     assert spec.format == "tfrecord" and spec.rows == 12

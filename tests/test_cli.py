@@ -1,0 +1,107 @@
+"""The CLI as a user meets it: one-line errors, exit code 2, the serving folder untouched."""
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import run_cli
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture
+def output_with_pushed_model(tmp_path):
+    """An output folder where an earlier run pushed a model (version 1)."""
+    out = tmp_path / "out"
+    version = out / "serving" / "digits" / "1"
+    (version / "variables").mkdir(parents=True)
+    (version / "saved_model.pb").write_bytes(b"earlier model")
+    (version / "variables" / "variables.index").write_bytes(b"weights")
+    return out
+
+
+def _csv(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def _broken_image_folder(tmp_path):
+    from PIL import Image
+
+    root = tmp_path / "imgs"
+    for cls in ("a", "b"):
+        (root / cls).mkdir(parents=True)
+        Image.fromarray(np.zeros((4, 4), np.uint8)).save(root / cls / "ok.png")
+    (root / "b" / "bad.jpg").write_bytes(b"\xff\xd8 truncated")
+    return str(root)
+
+
+BAD_INPUTS = {
+    "missing path": (lambda t: ["--data", str(t / "missing.csv")], r"missing.csv: no such file"),
+    "empty csv": (
+        lambda t: ["--data", _csv(t, "empty.csv", "")],
+        "empty.csv: the CSV file is empty",
+    ),
+    "missing label column": (
+        lambda t: ["--data", _csv(t, "nolabel.csv", "a,b\n1,2\n3,4\n"), "--label", "y"],
+        "nolabel.csv: no label column 'y'",
+    ),
+    "single class": (
+        lambda t: ["--data", _csv(t, "one.csv", "a,y\n1,k\n2,k\n"), "--label", "y"],
+        "label 'y' has a single class ('k')",
+    ),
+    "text in numeric column": (
+        lambda t: ["--data", _csv(t, "num.csv", "a,y\n1,0\n2,1\nten,0\n4,1\n"), "--label", "y"],
+        "num.csv: column 'a' is numeric but line 4 holds text 'ten'",
+    ),
+    "unknown policy": (
+        lambda t: ["--policy", "mixed_int4"],
+        "argument --policy: invalid choice: 'mixed_int4'",
+    ),
+    "unreadable image": (
+        lambda t: ["--data", _broken_image_folder(t)],
+        "b/bad.jpg: cannot read image",
+    ),
+    "bad tolerance": (
+        lambda t: ["--accuracy-tolerance", "5"],
+        "argument --accuracy-tolerance: must be between 0 and 1",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_is_one_line_exit_2_and_nothing_is_pushed(
+    case, tmp_path, output_with_pushed_model
+):
+    make_args, expected = BAD_INPUTS[case]
+    before = tree_digest(output_with_pushed_model / "serving")
+    result = run_cli("run", "--output", str(output_with_pushed_model), *make_args(tmp_path))
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert expected in lines[0]
+    assert tree_digest(output_with_pushed_model / "serving") == before
+    summary_path = output_with_pushed_model / "run_summary.json"
+    if summary_path.exists():  # usage errors stop before the run starts
+        summary = json.loads(summary_path.read_text())
+        assert summary["exit_code"] == 2
+        assert summary["exports"]["saved_model"] is None
+
+
+def test_doctor_names_the_hardware_and_the_recipe():
+    result = run_cli("doctor")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "device:" in out and "policy:" in out and "reason:" in out
+    policy = next(ln.split()[-1] for ln in out.splitlines() if ln.startswith("policy:"))
+    assert policy in ("float32", "mixed_bfloat16", "mixed_float16")

@@ -1,0 +1,173 @@
+"""The whole pipeline under LocalDagRunner on real data, as `amp-pipeline run` runs it."""
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import run_cli
+from tests.helpers import csv_rows, digits_rows, predict_classes, pushed_versions
+from tests.test_cli import tree_digest
+
+pytestmark = pytest.mark.e2e
+TESTDATA = Path(__file__).parent / "testdata"
+STEPS = "150"
+
+
+@pytest.fixture(scope="module")
+def digits_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("digits") / "out"
+    result = run_cli("run", "--output", str(out), "--train-steps", STEPS)
+    return out, result
+
+
+def test_digits_run_promotes_and_the_pushed_model_reads_digits(digits_run):
+    out, result = digits_run
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert summary["status"] == "promoted" and summary["exit_code"] == 0
+    for trainer in ("fp32", "amp"):
+        figures = summary[trainer]
+        assert figures["examples_per_sec"] > 0
+        assert figures["step_time_ms"]["p50"] <= figures["step_time_ms"]["p90"]
+        assert figures["peak_memory_mb"] > 0 and figures["memory_method"]
+    assert summary["fp32"]["policy"] == "float32"
+    assert summary["amp"]["policy"] == summary["policy"]
+    assert summary["hardware"]["reason"]
+    assert summary["speedup"] == pytest.approx(
+        summary["amp"]["examples_per_sec"] / summary["fp32"]["examples_per_sec"]
+    )
+    assert summary["gate"]["passed"] is True
+    pushed = Path(summary["exports"]["saved_model"])
+    assert pushed.parent == out / "serving" / "digits"
+    rows = digits_rows()[:300]
+    predicted = predict_classes(pushed, rows, label="label")
+    accuracy = float(np.mean(predicted == np.array([r["label"] for r in rows])))
+    assert accuracy > 0.5, f"pushed model accuracy {accuracy:.3f} (chance is 0.1)"
+    # The terminal shows one progress line per component and the final table.
+    assert result.stdout.count("/10]") == 10
+    assert "gate         PROMOTED" in result.stdout
+    assert (out / "logs" / "tfx.log").stat().st_size > 0
+    assert (out / "metadata.sqlite").exists()
+
+
+def test_rerun_uses_cache_and_keeps_every_pushed_version(digits_run):
+    out, first = digits_run
+    assert first.returncode == 0
+    serving = out / "serving" / "digits"
+    (old_version,) = pushed_versions(serving)
+    old_digest = tree_digest(serving / old_version)
+
+    cached = run_cli("run", "--output", str(out), "--train-steps", STEPS)
+    assert cached.returncode == 0, cached.stderr
+    assert cached.stdout.count("cached") == 10
+    assert pushed_versions(serving) == [old_version]
+
+    fresh = run_cli("run", "--output", str(out), "--train-steps", STEPS, "--no-cache")
+    assert fresh.returncode == 0, fresh.stderr
+    versions = pushed_versions(serving)
+    assert len(versions) == 2 and versions[0] == old_version
+    assert tree_digest(serving / old_version) == old_digest
+
+
+def test_anomalies_stop_the_run_before_training(digits_run, tmp_path):
+    out, first = digits_run
+    assert first.returncode == 0
+    before = tree_digest(out / "serving")
+    # 'color' takes 2 values, then 40 rows of one-off values: the eval split holds values the
+    # schema (inferred from the train split) has never seen.
+    rng = np.random.default_rng(0)
+    lines = ["x,color,label"]
+    for i in range(400):
+        color = ["red", "blue"][i % 2] if i < 360 else f"c{i}"
+        lines.append(f"{rng.normal():.3f},{color},{i % 2}")
+    data = tmp_path / "drift.csv"
+    data.write_text("\n".join(lines) + "\n")
+    result = run_cli("run", "--data", str(data), "--output", str(out), "--model-name", "digits")
+    assert result.returncode == 2, result.stdout + result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "ExampleValidator found anomalies" in line and "'color'" in line
+    assert "Trainer" not in result.stdout  # stopped before training
+    assert tree_digest(out / "serving") == before
+
+
+def test_tabular_csv_with_strings_missing_values_and_string_label(tmp_path):
+    data = TESTDATA / "churn.csv"
+    out = tmp_path / "out"
+    result = run_cli(
+        "run",
+        "--data",
+        str(data),
+        "--label",
+        "churn",
+        "--output",
+        str(out),
+        "--train-steps",
+        "100",
+        "--accuracy-tolerance",
+        "0.05",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert summary["fp32"]["model"] == "mlp"
+    rows = csv_rows(data)
+    predicted = predict_classes(summary["exports"]["saved_model"], rows, label="churn")
+    truth = np.array([r["churn"] for r in rows])
+    assert set(predicted) <= {"yes", "no"}
+    majority = max(np.mean(truth == "yes"), np.mean(truth == "no"))
+    assert np.mean(predicted == truth) > majority
+
+
+def test_image_folder_and_tfrecord_inputs(tmp_path):
+    """Digits as PNG files in one folder per class; then the same as TFRecords."""
+    import tensorflow as tf
+    from PIL import Image
+
+    rows = digits_rows(400)
+    folder = tmp_path / "images"
+    for i, row in enumerate(rows):
+        pixels = np.array([int(row[f"pixel_{k}"]) for k in range(64)]).reshape(8, 8)
+        (folder / row["label"]).mkdir(parents=True, exist_ok=True)
+        Image.fromarray((pixels * 15).astype(np.uint8)).save(folder / row["label"] / f"{i}.png")
+    out = tmp_path / "out"
+    result = run_cli(
+        "run",
+        "--data",
+        str(folder),
+        "--image-size",
+        "8",
+        "--output",
+        str(out),
+        "--train-steps",
+        "60",
+        "--accuracy-tolerance",
+        "1",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert summary["data"]["classes"] == [str(i) for i in range(10)]
+    assert Path(summary["exports"]["saved_model"]).parent.name == "images"
+
+    # The converted TFRecord file, given back as --data, runs as a TFRecord input.
+    records = out / "data" / "images" / "images.tfrecord"
+    tf_input = tmp_path / "digits.tfrecord"
+    shutil.copy(records, tf_input)
+    out2 = tmp_path / "out2"
+    result = run_cli(
+        "run",
+        "--data",
+        str(tf_input),
+        "--output",
+        str(out2),
+        "--train-steps",
+        "30",
+        "--accuracy-tolerance",
+        "1",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = json.loads((out2 / "run_summary.json").read_text())
+    assert summary["status"] == "promoted"
+    assert summary["fp32"]["model"] == "cnn"
+    assert tf.io.gfile.exists(summary["exports"]["saved_model"])
