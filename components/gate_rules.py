@@ -1,0 +1,194 @@
+"""The promotion gate's rules as pure functions: measured values in, one decision with reasons out.
+
+Boundaries are inclusive: a value exactly at its threshold passes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+
+@dataclasses.dataclass(frozen=True)
+class GateConfig:
+    """Thresholds of the promotion gate.
+
+    Attributes:
+        accuracy_tolerance: largest accuracy drop allowed, vs float32 and vs production.
+        min_accuracy: smallest absolute accuracy of the AMP model.
+        min_speedup: smallest AMP/float32 examples-per-second ratio (1.0: not slower).
+    """
+
+    accuracy_tolerance: float = 0.005
+    min_accuracy: float = 0.0
+    min_speedup: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("accuracy_tolerance", "min_accuracy"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(
+                    f"Invalid value for argument {name}: must be in [0, 1]. "
+                    f"Received: {name}={value!r}"
+                )
+        if not self.min_speedup >= 0.0:
+            raise ValueError(
+                "Invalid value for argument min_speedup: must be >= 0. "
+                f"Received: min_speedup={self.min_speedup!r}"
+            )
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """One rule's outcome. `skipped` rules pass and say why they did not apply."""
+
+    name: str
+    value: float | None
+    threshold: float
+    passed: bool
+    detail: str
+    skipped: bool = False
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Measurements:
+    """What the gate decides on.
+
+    Attributes:
+        fp32_accuracy: float32 baseline accuracy on the eval split (TFMA).
+        amp_accuracy: AMP candidate accuracy on the eval split (TFMA).
+        production_accuracy: accuracy of the model in production on the same split, or None
+            when nothing has been pushed yet.
+        fp32_examples_per_sec: float32 trainer throughput.
+        amp_examples_per_sec: AMP trainer throughput.
+        amp_policy: the AMP trainer's dtype policy (float32 where the hardware has no faster
+            precision).
+    """
+
+    fp32_accuracy: float
+    amp_accuracy: float
+    production_accuracy: float | None
+    fp32_examples_per_sec: float
+    amp_examples_per_sec: float
+    amp_policy: str
+
+
+EPSILON = 1e-9  # accuracies are ratios of counts: 0.94 - 0.95 must equal -0.01 here
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def _at_least(value: float | None, threshold: float) -> bool:
+    """value >= threshold, inclusive, forgiving float rounding; NaN and None never pass."""
+    return _finite(value) and value >= threshold - EPSILON
+
+
+def accuracy_parity(m: Measurements, cfg: GateConfig) -> Rule:
+    delta = m.amp_accuracy - m.fp32_accuracy
+    passed = _at_least(delta, -cfg.accuracy_tolerance)
+    return Rule(
+        "accuracy_parity",
+        delta,
+        -cfg.accuracy_tolerance,
+        passed,
+        f"AMP accuracy {m.amp_accuracy:.4f} vs float32 {m.fp32_accuracy:.4f}: "
+        f"change {delta:+.4f}, allowed down to {-cfg.accuracy_tolerance:+.4f}",
+    )
+
+
+def min_accuracy(m: Measurements, cfg: GateConfig) -> Rule:
+    passed = _at_least(m.amp_accuracy, cfg.min_accuracy)
+    return Rule(
+        "min_accuracy",
+        m.amp_accuracy,
+        cfg.min_accuracy,
+        passed,
+        f"AMP accuracy {m.amp_accuracy:.4f}, at least {cfg.min_accuracy:.4f} required",
+    )
+
+
+def production_regression(m: Measurements, cfg: GateConfig) -> Rule:
+    if m.production_accuracy is None:
+        return Rule(
+            "production_regression",
+            None,
+            -cfg.accuracy_tolerance,
+            True,
+            "no model in production yet (first push): nothing to regress against",
+            skipped=True,
+        )
+    delta = m.amp_accuracy - m.production_accuracy
+    return Rule(
+        "production_regression",
+        delta,
+        -cfg.accuracy_tolerance,
+        _at_least(delta, -cfg.accuracy_tolerance),
+        f"AMP accuracy {m.amp_accuracy:.4f} vs production {m.production_accuracy:.4f}: "
+        f"change {delta:+.4f}, allowed down to {-cfg.accuracy_tolerance:+.4f}",
+    )
+
+
+def min_speedup(m: Measurements, cfg: GateConfig) -> Rule:
+    if m.amp_policy == "float32":
+        return Rule(
+            "min_speedup",
+            None,
+            cfg.min_speedup,
+            True,
+            "the AMP trainer ran float32 (this hardware has no faster precision): both "
+            "trainers are the same program, so their speed ratio is noise, not AMP",
+            skipped=True,
+        )
+    ok = _finite(m.amp_examples_per_sec) and _finite(m.fp32_examples_per_sec)
+    speedup = m.amp_examples_per_sec / m.fp32_examples_per_sec if ok else float("nan")
+    return Rule(
+        "min_speedup",
+        speedup,
+        cfg.min_speedup,
+        _at_least(speedup, cfg.min_speedup),
+        f"AMP {m.amp_examples_per_sec:,.0f} vs float32 {m.fp32_examples_per_sec:,.0f} "
+        f"examples/sec: {speedup:.2f}x, at least {cfg.min_speedup:.2f}x required",
+    )
+
+
+RULES = (accuracy_parity, min_accuracy, production_regression, min_speedup)
+
+
+def decide(m: Measurements, cfg: GateConfig, extra: tuple[Rule, ...] = ()) -> dict:
+    """Every rule's outcome and the decision: promoted only if every rule passed."""
+    rules = [rule(m, cfg) for rule in RULES] + list(extra)
+    passed = all(r.passed for r in rules)
+    return {
+        "passed": passed,
+        "decision": "promoted" if passed else "rejected",
+        "failed": [r.name for r in rules if not r.passed],
+        "rules": [r.to_dict() for r in rules],
+    }
+
+
+def to_markdown(decision: dict) -> str:
+    """decision.md: a table of every rule, its value, its threshold and the verdict."""
+
+    def fmt(v) -> str:
+        return "n/a" if v is None else f"{v:.4f}"
+
+    lines = [
+        f"# Promotion gate: {decision['decision'].upper()}",
+        "",
+        "| rule | value | threshold | result | detail |",
+        "|---|---|---|---|---|",
+    ]
+    for r in decision["rules"]:
+        result = "skipped (pass)" if r["skipped"] else ("pass" if r["passed"] else "**FAIL**")
+        lines.append(
+            f"| {r['name']} | {fmt(r['value'])} | {fmt(r['threshold'])} | {result} | "
+            f"{r['detail']} |"
+        )
+    if decision["failed"]:
+        lines += ["", f"Rejected by: {', '.join(decision['failed'])}."]
+    return "\n".join(lines) + "\n"

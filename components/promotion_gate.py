@@ -1,0 +1,120 @@
+"""PromotionGate: one decision, with every reason, from the evaluations and the trainers' figures.
+
+It writes a ModelBlessing that the Pusher consumes (and that the production Resolver later finds
+as "the latest promoted model"), and a GateDecision artifact holding decision.json and
+decision.md.
+"""
+
+import json
+import os
+
+from tfx import v1 as tfx
+
+from components import gate_rules
+
+ModelEvaluation = tfx.types.standard_artifacts.ModelEvaluation
+ModelRun = tfx.types.standard_artifacts.ModelRun
+Model = tfx.types.standard_artifacts.Model
+ModelBlessing = tfx.types.standard_artifacts.ModelBlessing
+InputArtifact = tfx.dsl.components.InputArtifact
+OutputArtifact = tfx.dsl.components.OutputArtifact
+Parameter = tfx.dsl.components.Parameter
+
+ACCURACY = "sparse_categorical_accuracy"
+DECISION_JSON = "decision.json"
+DECISION_MD = "decision.md"
+
+
+class GateDecision(tfx.types.Artifact):
+    """decision.json and decision.md of one PromotionGate execution."""
+
+    TYPE_NAME = "GateDecision"
+
+
+def overall_accuracy(evaluation_uri: str) -> dict[str, float]:
+    """{model name: accuracy} on the overall slice of a TFMA evaluation."""
+    import tensorflow_model_analysis as tfma
+
+    out = {}
+    for metrics in tfma.load_metrics(evaluation_uri):
+        if metrics.slice_key.single_slice_keys:
+            continue
+        for kv in metrics.metric_keys_and_values:
+            if kv.key.name == ACCURACY and not kv.key.is_diff:
+                out[kv.key.model_name] = kv.value.double_value.value
+    return out
+
+
+def tfma_failures(evaluation_uri: str) -> list[str]:
+    """TFMA's failed thresholds, one readable line each."""
+    import tensorflow_model_analysis as tfma
+
+    lines = []
+    result = tfma.load_validation_result(evaluation_uri)
+    for per_slice in result.metric_validations_per_slice:
+        for failure in per_slice.failures:
+            key = failure.metric_key
+            value = failure.metric_value.double_value.value
+            threshold = failure.metric_threshold
+            if key.is_diff:
+                bound = threshold.change_threshold.absolute.value
+                lines.append(f"{key.name} change {value:+.4f} vs baseline, must be >= {bound:+.4f}")
+            else:
+                bound = threshold.value_threshold.lower_bound.value
+                lines.append(f"{key.name} {value:.4f}, must be >= {bound:.4f}")
+    return lines
+
+
+def _figures(run: tfx.types.Artifact) -> dict:
+    with open(os.path.join(run.uri, "figures.json")) as f:
+        return json.load(f)
+
+
+@tfx.dsl.components.component
+def PromotionGate(  # noqa: N802 - TFX component names are classes
+    parity_evaluation: InputArtifact[ModelEvaluation],
+    production_evaluation: InputArtifact[ModelEvaluation],
+    fp32_run: InputArtifact[ModelRun],
+    amp_run: InputArtifact[ModelRun],
+    model: InputArtifact[Model],
+    blessing: OutputArtifact[ModelBlessing],
+    decision: OutputArtifact[GateDecision],
+    accuracy_tolerance: Parameter[float] = 0.005,
+    min_accuracy: Parameter[float] = 0.0,
+    min_speedup: Parameter[float] = 1.0,
+) -> None:
+    """Decides promotion; writes the blessing and decision.json/decision.md."""
+    cfg = gate_rules.GateConfig(accuracy_tolerance, min_accuracy, min_speedup)
+    fp32, amp = _figures(fp32_run), _figures(amp_run)
+    parity = overall_accuracy(parity_evaluation.uri)
+    production = overall_accuracy(production_evaluation.uri)
+    measurements = gate_rules.Measurements(
+        fp32_accuracy=parity["baseline"],
+        amp_accuracy=parity["candidate"],
+        production_accuracy=production.get("baseline"),
+        fp32_examples_per_sec=fp32["examples_per_sec"],
+        amp_examples_per_sec=amp["examples_per_sec"],
+        amp_policy=amp["policy"],
+    )
+    result = gate_rules.decide(measurements, cfg)
+    result["measurements"] = measurements.__dict__
+    result["tfma_failures"] = {
+        "fp32_baseline": tfma_failures(parity_evaluation.uri),
+        "production": tfma_failures(production_evaluation.uri),
+    }
+    result["thresholds"] = cfg.__dict__
+    os.makedirs(decision.uri, exist_ok=True)
+    with open(os.path.join(decision.uri, DECISION_JSON), "w") as f:
+        json.dump(result, f, indent=2)
+    with open(os.path.join(decision.uri, DECISION_MD), "w") as f:
+        f.write(gate_rules.to_markdown(result))
+    decision.set_string_custom_property("decision", result["decision"])
+
+    # The Pusher reads `blessed`; LatestBlessedModelStrategy also needs `current_model_id`.
+    blessed = 1 if result["passed"] else 0
+    os.makedirs(blessing.uri, exist_ok=True)
+    with open(os.path.join(blessing.uri, "BLESSED" if blessed else "NOT_BLESSED"), "w"):
+        pass
+    blessing.set_int_custom_property("blessed", blessed)
+    blessing.set_string_custom_property("current_model", model.uri)
+    blessing.set_int_custom_property("current_model_id", model.id)

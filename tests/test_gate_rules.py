@@ -1,0 +1,105 @@
+"""Each promotion rule on crafted inputs, boundaries included."""
+
+import dataclasses
+
+import pytest
+
+from components.gate_rules import GateConfig, Measurements, decide, to_markdown
+
+CFG = GateConfig(accuracy_tolerance=0.01, min_accuracy=0.9, min_speedup=1.5)
+GOOD = Measurements(
+    fp32_accuracy=0.95,
+    amp_accuracy=0.95,
+    production_accuracy=0.94,
+    fp32_examples_per_sec=100.0,
+    amp_examples_per_sec=300.0,
+    amp_policy="mixed_bfloat16",
+)
+
+
+def rule(decision, name):
+    return next(r for r in decision["rules"] if r["name"] == name)
+
+
+def test_everything_passes():
+    d = decide(GOOD, CFG)
+    assert d["passed"] and d["decision"] == "promoted" and d["failed"] == []
+    assert len(d["rules"]) == 4
+
+
+@pytest.mark.parametrize(("amp", "passed"), [(0.94, True), (0.9399, False), (0.96, True)])
+def test_accuracy_parity_boundary(amp, passed):
+    m = dataclasses.replace(GOOD, amp_accuracy=amp, fp32_accuracy=0.95, production_accuracy=None)
+    r = rule(decide(m, GateConfig(0.01, 0.0, 1.0)), "accuracy_parity")
+    assert r["passed"] is passed
+    assert r["value"] == pytest.approx(amp - 0.95)
+    assert r["threshold"] == -0.01
+
+
+@pytest.mark.parametrize(("amp", "passed"), [(0.9, True), (0.8999, False)])
+def test_min_accuracy_boundary(amp, passed):
+    m = dataclasses.replace(GOOD, amp_accuracy=amp, fp32_accuracy=amp, production_accuracy=None)
+    d = decide(m, CFG)
+    assert rule(d, "min_accuracy")["passed"] is passed
+    assert d["passed"] is passed
+
+
+def test_production_regression_blocks_promotion():
+    m = dataclasses.replace(GOOD, production_accuracy=0.97)
+    d = decide(m, CFG)
+    assert d["decision"] == "rejected" and d["failed"] == ["production_regression"]
+    assert rule(d, "production_regression")["value"] == pytest.approx(-0.02)
+
+
+def test_production_boundary_passes():
+    m = dataclasses.replace(GOOD, production_accuracy=0.96)
+    assert rule(decide(m, CFG), "production_regression")["passed"]
+
+
+def test_first_push_has_no_production_model_and_says_so():
+    r = rule(
+        decide(dataclasses.replace(GOOD, production_accuracy=None), CFG), "production_regression"
+    )
+    assert r["passed"] and r["skipped"] and "no model in production yet" in r["detail"]
+
+
+@pytest.mark.parametrize(("amp_eps", "passed"), [(150.0, True), (149.99, False)])
+def test_min_speedup_boundary(amp_eps, passed):
+    d = decide(dataclasses.replace(GOOD, amp_examples_per_sec=amp_eps), CFG)
+    assert rule(d, "min_speedup")["passed"] is passed
+    assert rule(d, "min_speedup")["value"] == pytest.approx(amp_eps / 100.0)
+
+
+def test_speedup_rule_does_not_apply_when_amp_runs_float32():
+    m = dataclasses.replace(GOOD, amp_policy="float32", amp_examples_per_sec=80.0)
+    r = rule(decide(m, CFG), "min_speedup")
+    assert r["passed"] and r["skipped"] and r["value"] is None
+
+
+def test_nan_accuracy_never_passes():
+    m = dataclasses.replace(GOOD, amp_accuracy=float("nan"))
+    d = decide(m, CFG)
+    assert not d["passed"]
+    assert {"accuracy_parity", "min_accuracy"} <= set(d["failed"])
+
+
+def test_several_failures_are_all_named_in_markdown():
+    m = dataclasses.replace(GOOD, amp_accuracy=0.5, amp_examples_per_sec=90.0)
+    d = decide(m, CFG)
+    assert d["failed"] == [
+        "accuracy_parity",
+        "min_accuracy",
+        "production_regression",
+        "min_speedup",
+    ]
+    md = to_markdown(d)
+    assert md.startswith("# Promotion gate: REJECTED")
+    assert md.count("**FAIL**") == 4
+    assert "Rejected by: accuracy_parity, min_accuracy, production_regression, min_speedup." in md
+
+
+def test_config_validation_says_what_it_received():
+    with pytest.raises(ValueError, match=r"Received: accuracy_tolerance=2"):
+        GateConfig(accuracy_tolerance=2)
+    with pytest.raises(ValueError, match=r"Received: min_speedup=-1"):
+        GateConfig(min_speedup=-1)
