@@ -9,6 +9,7 @@ import json
 import os
 
 from tfx import v1 as tfx
+from tfx.types.artifact import Artifact
 
 from components import gate_rules
 
@@ -25,7 +26,7 @@ DECISION_JSON = "decision.json"
 DECISION_MD = "decision.md"
 
 
-class GateDecision(tfx.types.Artifact):
+class GateDecision(Artifact):
     """decision.json and decision.md of one PromotionGate execution."""
 
     TYPE_NAME = "GateDecision"
@@ -65,7 +66,7 @@ def tfma_failures(evaluation_uri: str) -> list[str]:
     return lines
 
 
-def _figures(run: tfx.types.Artifact) -> dict:
+def _figures(run: Artifact) -> dict:
     with open(os.path.join(run.uri, "figures.json")) as f:
         return json.load(f)
 

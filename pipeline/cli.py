@@ -34,6 +34,13 @@ def _positive(text: str) -> int:
     return value
 
 
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
 def build_parser() -> Parser:
     defaults = RunConfig()
     parser = Parser(prog="amp-pipeline", description=__doc__)
@@ -88,6 +95,20 @@ def build_parser() -> Parser:
         help="smallest AMP accuracy that still promotes (default: %(default)s)",
     )
     run.add_argument(
+        "--min-speedup",
+        type=_non_negative,
+        default=defaults.min_speedup,
+        help="smallest AMP/fp32 throughput ratio that still promotes "
+        "(default: %(default)s: AMP must not be slower)",
+    )
+    run.add_argument(
+        "--amp-train-steps",
+        type=_positive,
+        default=None,
+        help="train the AMP candidate for N steps instead of --train-steps: "
+        "shows a rejection on purpose (demos, tests)",
+    )
+    run.add_argument(
         "--image-size",
         type=_positive,
         default=defaults.image_size,
@@ -115,6 +136,8 @@ def _config(args: argparse.Namespace) -> RunConfig:
         batch_size=args.batch_size,
         accuracy_tolerance=args.accuracy_tolerance,
         min_accuracy=args.min_accuracy,
+        min_speedup=args.min_speedup,
+        amp_train_steps=args.amp_train_steps,
         image_size=args.image_size,
         model_name=args.model_name,
         seed=args.seed,

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
+
+from pipeline.ingest import DataSpec
 
 MODELS = ("auto", "cnn", "mlp")
 
@@ -26,6 +29,10 @@ class RunConfig:
         learning_rate: Adam learning rate.
         accuracy_tolerance: largest accuracy drop of AMP vs float32 that still promotes.
         min_accuracy: smallest absolute accuracy of the AMP model that still promotes.
+        min_speedup: smallest AMP/float32 throughput ratio that still promotes (1.0: AMP must
+            not be slower).
+        amp_train_steps: train the AMP candidate for this many steps instead of
+            `train_steps`: a way to see a rejection on purpose (demos, tests). None: the same.
         image_size: side length image-folder inputs are resized to.
         model_name: the served model's name: `<output>/serving/<model_name>/<version>/`.
         seed: seed shared by both trainers (same init, same data order).
@@ -44,6 +51,8 @@ class RunConfig:
     learning_rate: float = 1e-3
     accuracy_tolerance: float = 0.005
     min_accuracy: float = 0.0
+    min_speedup: float = 1.0
+    amp_train_steps: int | None = None
     image_size: int = 32
     model_name: str = ""
     seed: int = 42
@@ -55,8 +64,8 @@ class RunConfig:
                 f"Invalid value for argument model: expected one of {', '.join(MODELS)}. "
                 f"Received: model={self.model!r}"
             )
-        for name in ("train_steps", "eval_steps", "batch_size", "image_size"):
-            if getattr(self, name) < 1:
+        for name in ("train_steps", "eval_steps", "batch_size", "image_size", "amp_train_steps"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(
                     f"Invalid value for argument {name}: must be at least 1. "
                     f"Received: {name}={getattr(self, name)!r}"
@@ -70,6 +79,11 @@ class RunConfig:
             raise ValueError(
                 "Invalid value for argument min_accuracy: must be in [0, 1]. "
                 f"Received: min_accuracy={self.min_accuracy!r}"
+            )
+        if self.min_speedup < 0:
+            raise ValueError(
+                "Invalid value for argument min_speedup: must be >= 0. "
+                f"Received: min_speedup={self.min_speedup!r}"
             )
         if self.learning_rate <= 0:
             raise ValueError(
@@ -94,5 +108,26 @@ class RunConfig:
         return self.output_dir / "serving"
 
     @property
+    def pipeline_name(self) -> str:
+        """One pipeline (and so one production lineage in ML Metadata) per served model."""
+        return f"amp-pipeline-{self.model_name}" if self.model_name else "amp-pipeline"
+
+    @property
     def log_path(self) -> Path:
         return self.output_dir / "logs" / "tfx.log"
+
+
+def model_name_for(config: RunConfig, data: DataSpec) -> str:
+    """The served model's name: --model-name, else 'digits' or the input's file name."""
+    if config.model_name:
+        return config.model_name
+    if config.data is None:
+        return "digits"
+    stem = re.sub(r"(\.csv|\.gz|\.tfrecords?|\.tfr)+$", "", data.source.rstrip("/").split("/")[-1])
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", stem).strip("_") or "model"
+
+
+def model_for(config: RunConfig, data: DataSpec) -> str:
+    if config.model != "auto":
+        return config.model
+    return "cnn" if data.image_shape is not None else "mlp"

@@ -7,13 +7,12 @@ import logging
 from pathlib import Path
 from typing import TextIO
 
-from pipeline.config import RunConfig
+from pipeline.config import RunConfig, model_for, model_name_for
 from pipeline.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError
 from pipeline.progress import captured_output
 
 logger = logging.getLogger(__name__)
 
-NUM_COMPONENTS = 10
 BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 
 
@@ -39,18 +38,19 @@ def run(config: RunConfig, console: TextIO) -> dict:
     output = config.output_dir
     output.mkdir(parents=True, exist_ok=True)
     recipe = None
-    with captured_output(config.log_path, NUM_COMPONENTS) as (progress, terminal):
+    with captured_output(config.log_path) as (progress, terminal):
         try:
             from pipeline import ingest
 
             data = ingest.prepare(config.data, config.label, output / "data", config.image_size)
+            config = dataclasses.replace(config, model_name=model_name_for(config, data))
             # Imported here so that TF's and Beam's start-up noise goes to the log file, and
             # after the data check so that a bad CSV is reported in a second.
             from absl import logging as absl_logging
             from tfx import v1 as tfx
 
             from components.precision import choose_recipe, detect_hardware
-            from pipeline.pipeline import PIPELINE_NAME, create_pipeline, model_for
+            from pipeline.pipeline import create_pipeline
             from pipeline.results import latest_run_outputs
 
             if model_for(config, data) == "cnn" and data.image_shape is None:
@@ -76,8 +76,9 @@ def run(config: RunConfig, console: TextIO) -> dict:
                 ),
                 beam_pipeline_args=BEAM_ARGS,
             )
+            progress.total = len(pipeline.components)
             tfx.orchestration.LocalDagRunner().run(pipeline)
-            outputs = latest_run_outputs(config.metadata_path, PIPELINE_NAME)
+            outputs = latest_run_outputs(config.metadata_path, config.pipeline_name)
             result = summary.build_summary(
                 outputs, recipe, dataclasses.asdict(config), data.to_dict(), output
             )

@@ -2,41 +2,25 @@
 
 from __future__ import annotations
 
-import re
-
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
 from components.anomaly_check import AnomalyCheck
 from components.precision import Recipe
 from components.preprocessing import LABEL_KEY
-from pipeline.config import RunConfig
+from components.promotion_gate import PromotionGate
+from pipeline.config import RunConfig, model_for, model_name_for
 from pipeline.ingest import DataSpec
 
-PIPELINE_NAME = "amp-pipeline"
 TRAINER_FP32 = "TrainerFp32"
 TRAINER_AMP = "TrainerAmp"
 EVALUATOR = "Evaluator"
+PRODUCTION_MODEL = "ProductionModel"
+EVALUATOR_PRODUCTION = "EvaluatorProduction"
+GATE = "PromotionGate"
 PUSHER = "Pusher"
 CANDIDATE = "candidate"
 BASELINE = "baseline"
-ACCURACY_METRIC = "sparse_categorical_accuracy"
-
-
-def model_name_for(config: RunConfig, data: DataSpec) -> str:
-    """The served model's name: --model-name, else 'digits' or the input's file name."""
-    if config.model_name:
-        return config.model_name
-    if config.data is None:
-        return "digits"
-    stem = re.sub(r"(\.csv|\.gz|\.tfrecords?|\.tfr)+$", "", data.source.rstrip("/").split("/")[-1])
-    return re.sub(r"[^A-Za-z0-9_-]+", "_", stem).strip("_") or "model"
-
-
-def model_for(config: RunConfig, data: DataSpec) -> str:
-    if config.model != "auto":
-        return config.model
-    return "cnn" if data.image_shape is not None else "mlp"
 
 
 def eval_config(config: RunConfig) -> tfma.EvalConfig:
@@ -92,7 +76,13 @@ def _example_gen(data: DataSpec):
 
 
 def _trainer(
-    node_id: str, config: RunConfig, data: DataSpec, recipe: Recipe, policy: str, transform
+    node_id: str,
+    config: RunConfig,
+    data: DataSpec,
+    recipe: Recipe,
+    policy: str,
+    transform,
+    train_steps: int,
 ):
     custom_config = {
         "data_spec": data.to_dict(),
@@ -109,7 +99,7 @@ def _trainer(
         run_fn="components.trainer.run_fn",
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
-        train_args=tfx.proto.TrainArgs(num_steps=config.train_steps),
+        train_args=tfx.proto.TrainArgs(num_steps=train_steps),
         eval_args=tfx.proto.EvalArgs(num_steps=config.eval_steps),
         custom_config=custom_config,
     ).with_id(node_id)
@@ -122,7 +112,8 @@ def create_pipeline(
     metadata_connection_config=None,
     beam_pipeline_args: list[str] | None = None,
 ) -> tfx.dsl.Pipeline:
-    """The whole pipeline: ingestion and validation, Transform, two trainers, gate, push."""
+    """The whole pipeline: ingestion and validation, Transform, two trainers, two evaluations
+    (vs float32, vs production), the promotion gate, push."""
     example_gen = _example_gen(data)
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
     schema_gen = tfx.components.SchemaGen(
@@ -141,8 +132,18 @@ def create_pipeline(
         custom_config={"data_spec": data.to_dict()},
     )
     transform.add_upstream_node(anomaly_check)
-    trainer_fp32 = _trainer(TRAINER_FP32, config, data, recipe, "float32", transform)
-    trainer_amp = _trainer(TRAINER_AMP, config, data, recipe, recipe.policy, transform)
+    trainer_fp32 = _trainer(
+        TRAINER_FP32, config, data, recipe, "float32", transform, config.train_steps
+    )
+    trainer_amp = _trainer(
+        TRAINER_AMP,
+        config,
+        data,
+        recipe,
+        recipe.policy,
+        transform,
+        config.amp_train_steps or config.train_steps,
+    )
     evaluator = tfx.components.Evaluator(
         examples=example_gen.outputs["examples"],
         model=trainer_amp.outputs["model"],
@@ -150,9 +151,40 @@ def create_pipeline(
         eval_config=eval_config(config),
         example_splits=["eval"],
     ).with_id(EVALUATOR)
+    # The model in production: the latest AMP model the gate promoted (and so pushed).
+    production_model = tfx.dsl.Resolver(
+        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+        model=tfx.dsl.Channel(
+            type=tfx.types.standard_artifacts.Model,
+            producer_component_id=TRAINER_AMP,
+            output_key="model",
+        ),
+        model_blessing=tfx.dsl.Channel(
+            type=tfx.types.standard_artifacts.ModelBlessing,
+            producer_component_id=GATE,
+            output_key="blessing",
+        ),
+    ).with_id(PRODUCTION_MODEL)
+    evaluator_production = tfx.components.Evaluator(
+        examples=example_gen.outputs["examples"],
+        model=trainer_amp.outputs["model"],
+        baseline_model=production_model.outputs["model"],
+        eval_config=eval_config(config),
+        example_splits=["eval"],
+    ).with_id(EVALUATOR_PRODUCTION)
+    gate = PromotionGate(
+        parity_evaluation=evaluator.outputs["evaluation"],
+        production_evaluation=evaluator_production.outputs["evaluation"],
+        fp32_run=trainer_fp32.outputs["model_run"],
+        amp_run=trainer_amp.outputs["model_run"],
+        model=trainer_amp.outputs["model"],
+        accuracy_tolerance=config.accuracy_tolerance,
+        min_accuracy=config.min_accuracy,
+        min_speedup=config.min_speedup,
+    ).with_id(GATE)
     pusher = tfx.components.Pusher(
         model=trainer_amp.outputs["model"],
-        model_blessing=evaluator.outputs["blessing"],
+        model_blessing=gate.outputs["blessing"],
         push_destination=tfx.proto.PushDestination(
             filesystem=tfx.proto.PushDestination.Filesystem(
                 base_directory=str(config.serving_dir / model_name_for(config, data))
@@ -160,7 +192,7 @@ def create_pipeline(
         ),
     ).with_id(PUSHER)
     return tfx.dsl.Pipeline(
-        pipeline_name=PIPELINE_NAME,
+        pipeline_name=config.pipeline_name,
         pipeline_root=str(config.pipeline_root),
         components=[
             example_gen,
@@ -172,6 +204,9 @@ def create_pipeline(
             trainer_fp32,
             trainer_amp,
             evaluator,
+            production_model,
+            evaluator_production,
+            gate,
             pusher,
         ],
         enable_cache=config.enable_cache,

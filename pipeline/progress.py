@@ -15,7 +15,7 @@ from typing import TextIO
 class ProgressHandler(logging.Handler):
     """Turns LocalDagRunner's 'Component X is running/finished.' records into progress lines."""
 
-    def __init__(self, total: int, stream: TextIO):
+    def __init__(self, stream: TextIO, total: int = 0):
         super().__init__(level=logging.INFO)
         self.total = total
         self.stream = stream
@@ -45,7 +45,7 @@ class ProgressHandler(logging.Handler):
             note = "cached" if self._cached else "done"
             total = time.monotonic() - self.started
             self.stream.write(
-                f"  [{self.done:2d}/{self.total}] {name:<18} {note:<6} {elapsed:6.1f}s"
+                f"  [{self.done:2d}/{self.total}] {name:<20} {note:<6} {elapsed:6.1f}s"
                 f"   (total {total:5.1f}s)\n"
             )
             self.stream.flush()
@@ -58,7 +58,7 @@ class ProgressHandler(logging.Handler):
 
 
 @contextlib.contextmanager
-def captured_output(log_path: Path, total: int) -> Iterator[tuple[ProgressHandler, TextIO]]:
+def captured_output(log_path: Path) -> Iterator[tuple[ProgressHandler, TextIO]]:
     """Sends logging and the process's stderr (TF, Beam) to `log_path`; yields the progress
     handler and a stream to the real terminal for user-facing lines."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -72,7 +72,7 @@ def captured_output(log_path: Path, total: int) -> Iterator[tuple[ProgressHandle
         root.removeHandler(h)
     file_handler = logging.StreamHandler(log_file)
     file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
-    progress = ProgressHandler(total, console)
+    progress = ProgressHandler(console)
     root.addHandler(file_handler)
     root.addHandler(progress)
     root.setLevel(logging.INFO)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 from components.precision import Recipe
@@ -30,43 +31,6 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b
 
 
-def evaluation_metrics(evaluation_uri: str) -> dict[str, dict[str, float]]:
-    """Overall-slice metrics per model name ('candidate', 'baseline') from TFMA's output."""
-    import tensorflow_model_analysis as tfma
-
-    out: dict[str, dict[str, float]] = {}
-    for metrics in tfma.load_metrics(evaluation_uri):
-        if metrics.slice_key.single_slice_keys:
-            continue
-        for kv in metrics.metric_keys_and_values:
-            if kv.key.is_diff:
-                continue
-            value = kv.value.double_value.value
-            out.setdefault(kv.key.model_name, {})[kv.key.name] = value
-    return out
-
-
-def validation_failures(evaluation_uri: str) -> list[str]:
-    """TFMA's failed thresholds, one readable line each."""
-    import tensorflow_model_analysis as tfma
-
-    result = tfma.load_validation_result(evaluation_uri)
-    lines = []
-    for per_slice in result.metric_validations_per_slice:
-        for failure in per_slice.failures:
-            key = failure.metric_key
-            value = failure.metric_value.double_value.value
-            threshold = failure.metric_threshold
-            if key.is_diff:
-                bound = threshold.change_threshold.absolute.value
-                text = f"{key.name} change {value:+.4f} vs baseline, must be >= {bound:+.4f}"
-            else:
-                bound = threshold.value_threshold.lower_bound.value
-                text = f"{key.name} {value:.4f}, must be >= {bound:.4f}"
-            lines.append(f"{text} ({key.model_name or 'candidate'})")
-    return lines
-
-
 def build_summary(
     outputs: dict[str, dict[str, NodeOutput]],
     recipe: Recipe,
@@ -74,39 +38,31 @@ def build_summary(
     data_dict: dict,
     output_dir: Path,
 ) -> dict:
-    """Assembles run_summary.json from the run's artifacts."""
-    from pipeline.pipeline import ACCURACY_METRIC, EVALUATOR, PUSHER, TRAINER_AMP, TRAINER_FP32
+    """Assembles run_summary.json from the run's artifacts, and copies the gate's decision files
+    next to it."""
+    from components.promotion_gate import DECISION_JSON, DECISION_MD
+    from pipeline.pipeline import (
+        EVALUATOR,
+        EVALUATOR_PRODUCTION,
+        GATE,
+        PUSHER,
+        TRAINER_AMP,
+        TRAINER_FP32,
+    )
     from pipeline.results import trainer_figures
 
     fp32 = trainer_figures(outputs[TRAINER_FP32]["model_run"])
     amp = trainer_figures(outputs[TRAINER_AMP]["model_run"])
-    evaluation = outputs[EVALUATOR]["evaluation"].uri
-    blessing = outputs[EVALUATOR]["blessing"]
-    blessed = bool(blessing.properties.get("blessed", 0))
-    metrics = evaluation_metrics(evaluation)
-    fp32_acc = metrics.get("baseline", {}).get(ACCURACY_METRIC, fp32["accuracy"])
-    amp_acc = metrics.get("candidate", {}).get(ACCURACY_METRIC, amp["accuracy"])
-    tolerance = config_dict["accuracy_tolerance"]
-    delta = amp_acc - fp32_acc
-    rules = [
-        {
-            "name": "accuracy_parity",
-            "value": delta,
-            "threshold": -tolerance,
-            "passed": delta >= -tolerance,
-        },
-        {
-            "name": "min_accuracy",
-            "value": amp_acc,
-            "threshold": config_dict["min_accuracy"],
-            "passed": amp_acc >= config_dict["min_accuracy"],
-        },
-    ]
+    decision_dir = Path(outputs[GATE]["decision"].uri)
+    decision = json.loads((decision_dir / DECISION_JSON).read_text())
+    for name in (DECISION_JSON, DECISION_MD):
+        shutil.copyfile(decision_dir / name, output_dir / name)
+    measured = decision["measurements"]
     pushed = outputs.get(PUSHER, {}).get("pushed_model")
     pushed_path = None
     if pushed is not None and pushed.properties.get("pushed"):
         pushed_path = pushed.properties.get("pushed_destination")
-    status = "promoted" if blessed and pushed_path else "rejected"
+    status = "promoted" if decision["passed"] and pushed_path else "rejected"
 
     def trainer(figures: dict, accuracy: float) -> dict:
         d = {k: figures[k] for k in TRAINER_KEYS if k in figures}
@@ -114,7 +70,7 @@ def build_summary(
         d["trainer_accuracy"] = figures["accuracy"]
         return d
 
-    amp_out = trainer(amp, amp_acc)
+    amp_out = trainer(amp, measured["amp_accuracy"])
     amp_out["loss_scale"] = {"final": None, "overflow_steps": 0}
     return {
         "status": status,
@@ -124,19 +80,24 @@ def build_summary(
         "loss_scaling": recipe.loss_scaling,
         "hardware": {**recipe.hardware.to_dict(), "reason": recipe.reason},
         "warnings": list(recipe.warnings),
-        "fp32": trainer(fp32, fp32_acc),
+        "fp32": trainer(fp32, measured["fp32_accuracy"]),
         "amp": amp_out,
+        "production": {"accuracy": measured["production_accuracy"]},
         "speedup": _ratio(amp["examples_per_sec"], fp32["examples_per_sec"]),
         "memory_ratio": _ratio(amp["peak_memory_mb"], fp32["peak_memory_mb"]),
-        "accuracy_delta": delta,
+        "accuracy_delta": measured["amp_accuracy"] - measured["fp32_accuracy"],
         "gate": {
-            "passed": blessed,
-            "rules": rules,
-            "evaluator_blessed": blessed,
-            "evaluator_failures": validation_failures(evaluation),
+            "passed": decision["passed"],
+            "failed": decision["failed"],
+            "rules": decision["rules"],
+            "tfma_failures": decision["tfma_failures"],
+            "decision_md": str(output_dir / DECISION_MD),
         },
         "exports": {"saved_model": pushed_path},
-        "evaluation": {"uri": evaluation, "metrics": metrics},
+        "evaluation": {
+            "fp32_baseline": outputs[EVALUATOR]["evaluation"].uri,
+            "production": outputs[EVALUATOR_PRODUCTION]["evaluation"].uri,
+        },
         "data": {
             "source": data_dict["source"],
             "rows": data_dict["rows"],
@@ -205,7 +166,6 @@ def format_table(summary: dict) -> str:
     hw = summary["hardware"]
     gate = summary["gate"]
     verdict = "PROMOTED" if summary["status"] == "promoted" else "REJECTED"
-    failed = [r["name"] for r in gate["rules"] if not r["passed"]]
     lines += [
         "",
         f"  hardware     {hw['device']}: {hw['name']}",
@@ -214,12 +174,12 @@ def format_table(summary: dict) -> str:
         f"  why          {hw['reason']}",
         f"  speedup      {_fmt(summary['speedup'], '.2f', 'x')} examples/sec amp/fp32; "
         f"memory {_fmt(summary['memory_ratio'], '.2f', 'x')} ({fp32['memory_method']})",
-        f"  accuracy     delta {summary['accuracy_delta']:+.4f} "
-        f"(tolerance {summary['config']['accuracy_tolerance']})",
-        f"  gate         {verdict}" + (f": failed {', '.join(failed)}" if failed else ""),
+        f"  gate         {verdict}"
+        + (f": failed {', '.join(gate['failed'])}" if gate["failed"] else ""),
     ]
-    for reason in gate.get("evaluator_failures", []):
-        lines.append(f"               {reason}")
+    for rule in gate["rules"]:
+        mark = "skip" if rule["skipped"] else ("pass" if rule["passed"] else "FAIL")
+        lines.append(f"    {mark:<4} {rule['name']:<22} {rule['detail']}")
     if summary["exports"]["saved_model"]:
         lines.append(f"  pushed       {summary['exports']['saved_model']}")
     else:
