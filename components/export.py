@@ -3,8 +3,14 @@
 Signatures:
 - `serving_default`: serialized raw `tf.Example` -> `probabilities`, `class_ids`, `classes`
   (the label names). Preprocessing runs inside, so serving cannot skew from training.
+- `predict_raw`: one tensor per raw feature (the label excluded; [batch] for scalars,
+  [batch, n] for vectors) -> the same outputs. For REST JSON clients.
 - `transform_features`: serialized raw `tf.Example` (label included) -> Transform's outputs.
   TFMA calls it to get the class-id label (EvalConfig `preprocessing_function_names`).
+
+By default the model inside computes in float32 (rebuilt under the float32 policy with the
+trained weights), so that it runs well on any CPU server; `serving_precision="mixed"` keeps the
+training policy for GPU servers.
 """
 
 from __future__ import annotations
@@ -17,9 +23,17 @@ from pipeline.ingest import DataSpec
 
 SERVING_SIGNATURE = "serving_default"
 TRANSFORM_SIGNATURE = "transform_features"
+RAW_SIGNATURE = "predict_raw"
 PROBABILITIES = "probabilities"
 CLASS_IDS = "class_ids"
 CLASSES = "classes"
+
+
+def _raw_shape(spec) -> list:
+    """[batch] for scalar features (fixed [1] or optional), [batch, n] for vectors."""
+    if isinstance(spec, tf.io.FixedLenFeature) and list(spec.shape) != [1]:
+        return [None, *spec.shape]
+    return [None]
 
 
 class ServingModule(tf.Module):
@@ -33,6 +47,25 @@ class ServingModule(tf.Module):
         self._raw_spec = tft_output.raw_feature_spec()
         self._serving_spec = {k: v for k, v in self._raw_spec.items() if k != data_spec.label}
         self.class_names = tf.constant(list(data_spec.classes))
+        self.raw_signature = {
+            name: tf.TensorSpec(_raw_shape(spec), spec.dtype, name=name)
+            for name, spec in self._serving_spec.items()
+        }
+        self.serve_raw = tf.function(self._serve_raw, input_signature=[self.raw_signature])
+
+    def _serve_raw(self, features):
+        raw = {}
+        for name, spec in self._serving_spec.items():
+            value = features[name]
+            if isinstance(spec, tf.io.VarLenFeature):
+                # Every example has its one value: a sparse tensor with all positions present.
+                n = tf.shape(value, out_type=tf.int64)[0]
+                indices = tf.stack([tf.range(n), tf.zeros([n], tf.int64)], axis=1)
+                value = tf.SparseTensor(indices, value, [n, 1])
+            elif list(spec.shape) == [1]:
+                value = tf.reshape(value, [-1, 1])
+            raw[name] = value
+        return self.predict_from_features(self.tft_layer(raw))
 
     def predict_from_features(self, transformed: dict) -> dict:
         probs = tf.cast(self.model(transformed[FEATURES_KEY], training=False), tf.float32)
@@ -58,6 +91,7 @@ def export_serving_model(model, transform_output: str, export_dir: str, data_spe
         export_dir,
         signatures={
             SERVING_SIGNATURE: module.serve_examples,
+            RAW_SIGNATURE: module.serve_raw,
             TRANSFORM_SIGNATURE: module.transform_features,
         },
     )

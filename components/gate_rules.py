@@ -159,6 +159,26 @@ def min_speedup(m: Measurements, cfg: GateConfig) -> Rule:
 RULES = (accuracy_parity, min_accuracy, production_regression, min_speedup)
 
 
+def tflite_rules(report: dict) -> tuple[Rule, ...]:
+    """One rule per TFLite variant the user asked for: converted, and its parity rule met.
+
+    `report` is components.tflite_export.export_tflite's result.
+    """
+    thresholds = report.get("thresholds", {})
+    rules = []
+    for variant, r in report.get("variants", {}).items():
+        int8 = variant in ("int8", "dynamic_int8")
+        if int8:
+            threshold = thresholds.get("max_int8_accuracy_drop", 0.0)
+            value = report["reference"]["accuracy"] - r["accuracy"] if r["converted"] else None
+        else:
+            threshold = thresholds.get("min_agreement", 1.0)
+            value = r.get("agreement")
+        detail = r.get("rule") if r["converted"] else f"conversion failed: {r['error']}"
+        rules.append(Rule(f"tflite_{variant}", value, threshold, bool(r["passed"]), detail))
+    return tuple(rules)
+
+
 def decide(m: Measurements, cfg: GateConfig, extra: tuple[Rule, ...] = ()) -> dict:
     """Every rule's outcome and the decision: promoted only if every rule passed."""
     rules = [rule(m, cfg) for rule in RULES] + list(extra)

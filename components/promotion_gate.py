@@ -97,7 +97,9 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
         amp_examples_per_sec=amp["examples_per_sec"],
         amp_policy=amp["policy"],
     )
-    result = gate_rules.decide(measurements, cfg)
+    result = gate_rules.decide(
+        measurements, cfg, extra=gate_rules.tflite_rules(amp.get("export", {}))
+    )
     result["measurements"] = measurements.__dict__
     result["tfma_failures"] = {
         "fp32_baseline": tfma_failures(parity_evaluation.uri),

@@ -42,6 +42,10 @@ def spec_from_fn_args(fn_args) -> TrainSpec:
         batch_size=cfg["batch_size"],
         learning_rate=cfg["learning_rate"],
         seed=cfg["seed"],
+        serving_precision=cfg["serving_precision"],
+        tflite_variants=tuple(cfg["tflite_variants"]),
+        tflite_min_agreement=cfg["tflite_min_agreement"],
+        tflite_max_int8_drop=cfg["tflite_max_int8_drop"],
     )
 
 

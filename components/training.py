@@ -34,6 +34,10 @@ class TrainSpec:
     batch_size: int = 64
     learning_rate: float = 1e-3
     seed: int = 42
+    serving_precision: str = "float32"
+    tflite_variants: tuple[str, ...] = ("float32", "float16", "dynamic_int8", "int8")
+    tflite_min_agreement: float = 0.995
+    tflite_max_int8_drop: float = 0.01
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2)
@@ -43,6 +47,7 @@ class TrainSpec:
         d = json.loads(text)
         d["train_files"] = tuple(d["train_files"])
         d["eval_files"] = tuple(d["eval_files"])
+        d["tflite_variants"] = tuple(d.get("tflite_variants", ()))
         return cls(**d)
 
 
@@ -73,8 +78,8 @@ def make_optimizer(spec: TrainSpec):
     return optimizer
 
 
-def build_and_compile(spec: TrainSpec):
-    """The model under `spec.policy`, compiled with the recipe's optimizer and XLA setting."""
+def build_under_policy(spec: TrainSpec, policy: str):
+    """The spec's model architecture, built under `policy`."""
     import keras
 
     from components.models import build_model
@@ -82,9 +87,27 @@ def build_and_compile(spec: TrainSpec):
     from pipeline.ingest import DataSpec
 
     data = DataSpec.from_dict(spec.data_spec)
-    keras.mixed_precision.set_global_policy(spec.policy)
+    keras.mixed_precision.set_global_policy(policy)
+    return build_model(spec.model, feature_width(data), data.num_classes, data.image_shape)
+
+
+def float32_rebuild(spec: TrainSpec, model):
+    """The same architecture under the float32 policy, holding the trained weights.
+
+    Under mixed_float16/mixed_bfloat16 the variables are float32 already, so the weights carry
+    over unchanged; only the compute dtype changes.
+    """
+    rebuilt = build_under_policy(spec, "float32")
+    rebuilt.set_weights(model.get_weights())
+    return rebuilt
+
+
+def build_and_compile(spec: TrainSpec):
+    """The model under `spec.policy`, compiled with the recipe's optimizer and XLA setting."""
+    import keras
+
     keras.utils.set_random_seed(spec.seed)
-    model = build_model(spec.model, feature_width(data), data.num_classes, data.image_shape)
+    model = build_under_policy(spec, spec.policy)
     model.compile(
         optimizer=make_optimizer(spec),
         loss=keras.losses.SparseCategoricalCrossentropy(),
@@ -107,6 +130,55 @@ def dtype_report(model) -> list[dict]:
     ]
 
 
+def dataset_arrays(ds, max_rows: int) -> tuple:
+    """(x, y) numpy arrays of up to `max_rows` rows of a batched dataset."""
+    import numpy as np
+
+    xs, ys, n = [], [], 0
+    for x, y in ds:
+        xs.append(x.numpy())
+        ys.append(y.numpy())
+        n += len(ys[-1])
+        if n >= max_rows:
+            break
+    return np.concatenate(xs)[:max_rows], np.concatenate(ys)[:max_rows]
+
+
+def export_edge_models(spec: TrainSpec, model, train_ds, eval_ds) -> dict:
+    """TFLite variants under `<serving_model_dir>/tflite/`, with parity on the eval split."""
+    from components.tflite_export import ParityThresholds, export_tflite
+    from pipeline.ingest import DataSpec
+
+    if not spec.tflite_variants:
+        return {"variants": {}}
+    data = DataSpec.from_dict(spec.data_spec)
+    reference = float32_rebuild(spec, model)
+    keras_dir = str(Path(spec.model_run_dir) / "keras_float32")
+    reference.export(keras_dir, verbose=False)
+    eval_x, eval_y = dataset_arrays(eval_ds, 100_000)
+    train_x, _ = dataset_arrays(train_ds, 200)
+    return export_tflite(
+        keras_dir,
+        Path(spec.serving_model_dir) / "tflite",
+        eval_x,
+        eval_y,
+        reference.predict(eval_x, verbose=0),
+        train_x,
+        list(data.classes),
+        {
+            "name": "x",
+            "shape": [None, int(eval_x.shape[1])],
+            "dtype": "float32",
+            "preprocessing": "the Transform output `x` (see the SavedModel's "
+            "transform_features signature): images divided by their pixel scale, numeric "
+            "features standardised, strings one-hot",
+            "image_shape": list(data.image_shape) if data.image_shape else None,
+        },
+        variants=tuple(spec.tflite_variants),
+        thresholds=ParityThresholds(spec.tflite_min_agreement, spec.tflite_max_int8_drop),
+    )
+
+
 def train_and_export(spec: TrainSpec) -> dict:
     """Trains, evaluates, exports the serving SavedModel, and returns the measured figures."""
     from components.export import export_serving_model
@@ -127,7 +199,12 @@ def train_and_export(spec: TrainSpec) -> dict:
     )
     peak_mb = memory.peak_mb()
     results = model.evaluate(eval_ds, steps=spec.eval_steps, return_dict=True, verbose=0)
-    export_serving_model(model, spec.transform_output, spec.serving_model_dir, spec.data_spec)
+    run_dir = Path(spec.model_run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    model.save(run_dir / "model.keras")
+    serving = float32_rebuild(spec, model) if spec.serving_precision == "float32" else model
+    export_serving_model(serving, spec.transform_output, spec.serving_model_dir, spec.data_spec)
+    export = export_edge_models(spec, model, train_ds, eval_ds)
     figures = {
         "policy": spec.policy,
         "xla": spec.xla,
@@ -142,8 +219,8 @@ def train_and_export(spec: TrainSpec) -> dict:
         "memory_method": memory.method,
         "history": {k: [float(v) for v in vs] for k, vs in history.history.items()},
         "layers": dtype_report(model),
+        "serving_precision": spec.serving_precision,
+        "export": export,
     }
-    run_dir = Path(spec.model_run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "figures.json").write_text(json.dumps(figures, indent=2))
     return figures

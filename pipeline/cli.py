@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from pipeline.config import MODELS, RunConfig
+from pipeline.config import MODELS, SERVING_PRECISIONS, TFLITE_VARIANTS, RunConfig
 from pipeline.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError
 
 POLICIES = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
@@ -32,6 +32,19 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
     return value
+
+
+def _variants(text: str) -> tuple[str, ...]:
+    if text == "none":
+        return ()
+    names = tuple(v.strip() for v in text.split(",") if v.strip())
+    unknown = [v for v in names if v not in TFLITE_VARIANTS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown variant {', '.join(unknown) or text!r}; choose from "
+            f"{', '.join(TFLITE_VARIANTS)} or none"
+        )
+    return names
 
 
 def _non_negative(text: str) -> float:
@@ -109,6 +122,33 @@ def build_parser() -> Parser:
         "shows a rejection on purpose (demos, tests)",
     )
     run.add_argument(
+        "--serving-precision",
+        choices=SERVING_PRECISIONS,
+        default=defaults.serving_precision,
+        help="compute dtype of the served SavedModel: float32 (any CPU) or mixed (the "
+        "training policy, for GPU servers) (default: %(default)s)",
+    )
+    run.add_argument(
+        "--tflite",
+        type=_variants,
+        default=defaults.tflite_variants,
+        help=f"comma-separated TFLite variants of {', '.join(TFLITE_VARIANTS)}, or 'none' "
+        "(default: all)",
+    )
+    run.add_argument(
+        "--tflite-min-agreement",
+        type=_fraction,
+        default=defaults.tflite_min_agreement,
+        help="float32/float16 TFLite: smallest share of predictions equal to the SavedModel's "
+        "(default: %(default)s)",
+    )
+    run.add_argument(
+        "--tflite-max-int8-drop",
+        type=_fraction,
+        default=defaults.tflite_max_int8_drop,
+        help="int8 TFLite: largest accuracy drop vs the SavedModel (default: %(default)s)",
+    )
+    run.add_argument(
         "--image-size",
         type=_positive,
         default=defaults.image_size,
@@ -138,6 +178,10 @@ def _config(args: argparse.Namespace) -> RunConfig:
         min_accuracy=args.min_accuracy,
         min_speedup=args.min_speedup,
         amp_train_steps=args.amp_train_steps,
+        serving_precision=args.serving_precision,
+        tflite_variants=args.tflite,
+        tflite_min_agreement=args.tflite_min_agreement,
+        tflite_max_int8_drop=args.tflite_max_int8_drop,
         image_size=args.image_size,
         model_name=args.model_name,
         seed=args.seed,

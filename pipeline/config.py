@@ -9,6 +9,8 @@ from pathlib import Path
 from pipeline.ingest import DataSpec
 
 MODELS = ("auto", "cnn", "mlp")
+SERVING_PRECISIONS = ("float32", "mixed")
+TFLITE_VARIANTS = ("float32", "float16", "dynamic_int8", "int8")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +35,12 @@ class RunConfig:
             not be slower).
         amp_train_steps: train the AMP candidate for this many steps instead of
             `train_steps`: a way to see a rejection on purpose (demos, tests). None: the same.
+        serving_precision: `float32` (the served SavedModel is rebuilt in float32 with the
+            trained weights; runs well on any CPU) or `mixed` (keeps the training policy).
+        tflite_variants: TFLite variants to build and check (empty: none).
+        tflite_min_agreement: smallest class agreement of the float32/float16 TFLite models
+            with the SavedModel.
+        tflite_max_int8_drop: largest accuracy drop of the int8 TFLite models.
         image_size: side length image-folder inputs are resized to.
         model_name: the served model's name: `<output>/serving/<model_name>/<version>/`.
         seed: seed shared by both trainers (same init, same data order).
@@ -53,6 +61,10 @@ class RunConfig:
     min_accuracy: float = 0.0
     min_speedup: float = 1.0
     amp_train_steps: int | None = None
+    serving_precision: str = "float32"
+    tflite_variants: tuple[str, ...] = TFLITE_VARIANTS
+    tflite_min_agreement: float = 0.995
+    tflite_max_int8_drop: float = 0.01
     image_size: int = 32
     model_name: str = ""
     seed: int = 42
@@ -80,6 +92,24 @@ class RunConfig:
                 "Invalid value for argument min_accuracy: must be in [0, 1]. "
                 f"Received: min_accuracy={self.min_accuracy!r}"
             )
+        if self.serving_precision not in SERVING_PRECISIONS:
+            raise ValueError(
+                "Invalid value for argument serving_precision: expected one of "
+                f"{', '.join(SERVING_PRECISIONS)}. "
+                f"Received: serving_precision={self.serving_precision!r}"
+            )
+        unknown = [v for v in self.tflite_variants if v not in TFLITE_VARIANTS]
+        if unknown:
+            raise ValueError(
+                "Invalid value for argument tflite_variants: expected some of "
+                f"{', '.join(TFLITE_VARIANTS)}. Received: tflite_variants={unknown!r}"
+            )
+        for name in ("tflite_min_agreement", "tflite_max_int8_drop"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(
+                    f"Invalid value for argument {name}: must be in [0, 1]. "
+                    f"Received: {name}={getattr(self, name)!r}"
+                )
         if self.min_speedup < 0:
             raise ValueError(
                 "Invalid value for argument min_speedup: must be >= 0. "

@@ -94,6 +94,11 @@ def _trainer(
         "batch_size": config.batch_size,
         "learning_rate": config.learning_rate,
         "seed": config.seed,
+        "serving_precision": config.serving_precision,
+        # Only the candidate is shipped: only its edge variants are built and checked.
+        "tflite_variants": list(config.tflite_variants) if node_id == TRAINER_AMP else [],
+        "tflite_min_agreement": config.tflite_min_agreement,
+        "tflite_max_int8_drop": config.tflite_max_int8_drop,
     }
     return tfx.components.Trainer(
         run_fn="components.trainer.run_fn",

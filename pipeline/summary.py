@@ -93,7 +93,7 @@ def build_summary(
             "tfma_failures": decision["tfma_failures"],
             "decision_md": str(output_dir / DECISION_MD),
         },
-        "exports": {"saved_model": pushed_path},
+        "exports": exports(pushed_path, amp.get("export", {})),
         "evaluation": {
             "fp32_baseline": outputs[EVALUATOR]["evaluation"].uri,
             "production": outputs[EVALUATOR_PRODUCTION]["evaluation"].uri,
@@ -105,6 +105,25 @@ def build_summary(
         },
         "config": config_dict,
         "output_dir": str(output_dir),
+    }
+
+
+def exports(pushed_path: str | None, report: dict) -> dict:
+    """run_summary.json's `exports`: the pushed SavedModel and every TFLite variant.
+
+    Variant paths point into the pushed version's tflite/ folder when the model was pushed,
+    else into the trainer's output (nothing was pushed).
+    """
+    variants = {}
+    for name, r in report.get("variants", {}).items():
+        v = dict(r)
+        if pushed_path and r.get("path"):
+            v["path"] = str(Path(pushed_path) / "tflite" / Path(r["path"]).name)
+        variants[name] = v
+    return {
+        "saved_model": pushed_path,
+        "tflite": variants,
+        "tflite_reference": report.get("reference"),
     }
 
 
@@ -180,6 +199,15 @@ def format_table(summary: dict) -> str:
     for rule in gate["rules"]:
         mark = "skip" if rule["skipped"] else ("pass" if rule["passed"] else "FAIL")
         lines.append(f"    {mark:<4} {rule['name']:<22} {rule['detail']}")
+    for name, v in summary["exports"].get("tflite", {}).items():
+        if v.get("converted"):
+            lines.append(
+                f"  tflite       {name:<13} {v['size_bytes'] / 1024:8.1f} KiB  "
+                f"accuracy {v['accuracy']:.4f}  agreement {v['agreement']:.4f}  "
+                f"{v['latency_ms']:.3f} ms/example"
+            )
+        else:
+            lines.append(f"  tflite       {name:<13} FAILED: {v['error']}")
     if summary["exports"]["saved_model"]:
         lines.append(f"  pushed       {summary['exports']['saved_model']}")
     else:
