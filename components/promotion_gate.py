@@ -75,6 +75,7 @@ def _figures(run: Artifact) -> dict:
 def PromotionGate(  # noqa: N802 - TFX component names are classes
     parity_evaluation: InputArtifact[ModelEvaluation],
     production_evaluation: InputArtifact[ModelEvaluation],
+    production_blessing: InputArtifact[ModelBlessing],
     fp32_run: InputArtifact[ModelRun],
     amp_run: InputArtifact[ModelRun],
     model: InputArtifact[Model],
@@ -101,6 +102,12 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
         measurements, cfg, extra=gate_rules.tflite_rules(amp.get("export", {}))
     )
     result["measurements"] = measurements.__dict__
+    production_id = (
+        production_blessing.get_int_custom_property("baseline_model_id")
+        if production_blessing.has_custom_property("baseline_model_id")
+        else None
+    )
+    result["already_in_production"] = production_id == model.id
     result["tfma_failures"] = {
         "fp32_baseline": tfma_failures(parity_evaluation.uri),
         "production": tfma_failures(production_evaluation.uri),
@@ -114,7 +121,9 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
     decision.set_string_custom_property("decision", result["decision"])
 
     # The Pusher reads `blessed`; LatestBlessedModelStrategy also needs `current_model_id`.
-    blessed = 1 if result["passed"] else 0
+    # A candidate that already is the production model (a rerun with cached trainers) is not
+    # pushed a second time: its earlier blessing keeps it the production model.
+    blessed = 1 if result["passed"] and not result["already_in_production"] else 0
     os.makedirs(blessing.uri, exist_ok=True)
     with open(os.path.join(blessing.uri, "BLESSED" if blessed else "NOT_BLESSED"), "w"):
         pass

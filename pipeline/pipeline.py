@@ -180,6 +180,7 @@ def create_pipeline(
     gate = PromotionGate(
         parity_evaluation=evaluator.outputs["evaluation"],
         production_evaluation=evaluator_production.outputs["evaluation"],
+        production_blessing=evaluator_production.outputs["blessing"],
         fp32_run=trainer_fp32.outputs["model_run"],
         amp_run=trainer_amp.outputs["model_run"],
         model=trainer_amp.outputs["model"],

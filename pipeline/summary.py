@@ -62,6 +62,9 @@ def build_summary(
     pushed_path = None
     if pushed is not None and pushed.properties.get("pushed"):
         pushed_path = pushed.properties.get("pushed_destination")
+    already = decision.get("already_in_production", False)
+    if already and not pushed_path:
+        pushed_path = _newest_version(output_dir / "serving" / config_dict["model_name"])
     status = "promoted" if decision["passed"] and pushed_path else "rejected"
 
     def trainer(figures: dict, accuracy: float) -> dict:
@@ -94,6 +97,7 @@ def build_summary(
             "decision_md": str(output_dir / DECISION_MD),
         },
         "exports": exports(pushed_path, amp.get("export", {})),
+        "already_in_production": already,
         "evaluation": {
             "fp32_baseline": outputs[EVALUATOR]["evaluation"].uri,
             "production": outputs[EVALUATOR_PRODUCTION]["evaluation"].uri,
@@ -106,6 +110,11 @@ def build_summary(
         "config": config_dict,
         "output_dir": str(output_dir),
     }
+
+
+def _newest_version(model_dir: Path) -> str | None:
+    versions = [p for p in model_dir.glob("*") if p.is_dir() and p.name.isdigit()]
+    return str(max(versions, key=lambda p: int(p.name))) if versions else None
 
 
 def exports(pushed_path: str | None, report: dict) -> dict:
@@ -208,7 +217,12 @@ def format_table(summary: dict) -> str:
             )
         else:
             lines.append(f"  tflite       {name:<13} FAILED: {v['error']}")
-    if summary["exports"]["saved_model"]:
+    if summary.get("already_in_production"):
+        lines.append(
+            f"  pushed       nothing new: this model is already in production at "
+            f"{summary['exports']['saved_model']}"
+        )
+    elif summary["exports"]["saved_model"]:
         lines.append(f"  pushed       {summary['exports']['saved_model']}")
     else:
         lines.append("  pushed       nothing (the serving folder is unchanged)")

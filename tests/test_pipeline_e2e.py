@@ -59,11 +59,52 @@ def test_digits_run_promotes_and_the_pushed_model_reads_digits(digits_run):
     predicted = predict_classes(pushed, rows, label="label")
     accuracy = float(np.mean(predicted == np.array([r["label"] for r in rows])))
     assert accuracy > 0.5, f"pushed model accuracy {accuracy:.3f} (chance is 0.1)"
+    # Every TFLite variant is listed, pushed next to the SavedModel, with its figures.
+    tflite = summary["exports"]["tflite"]
+    assert set(tflite) == {"float32", "float16", "dynamic_int8", "int8"}
+    for name, variant in tflite.items():
+        assert variant["converted"] and variant["passed"], (name, variant)
+        assert Path(variant["path"]).is_file()
+        assert Path(variant["path"]).parent == pushed / "tflite"
+        assert variant["size_bytes"] == Path(variant["path"]).stat().st_size
+        assert 0 < variant["latency_ms"] and 0.5 < variant["accuracy"] <= 1
+        assert variant["agreement"] >= 0.99
+    assert tflite["float16"]["size_bytes"] < 0.6 * tflite["float32"]["size_bytes"]
+    assert (pushed / "tflite" / "labels.txt").read_text().split() == [str(i) for i in range(10)]
     # The terminal shows one progress line per component and the final table.
     assert result.stdout.count("/13]") == 13
     assert "gate         PROMOTED" in result.stdout
     assert (out / "logs" / "tfx.log").stat().st_size > 0
     assert (out / "metadata.sqlite").exists()
+
+
+def test_serving_signatures_equal_the_trained_keras_model(digits_run):
+    import keras
+    import tensorflow as tf
+
+    from tests.helpers import to_example
+
+    out, result = digits_run
+    assert result.returncode == 0
+    summary = json.loads((out / "run_summary.json").read_text())
+    loaded = tf.saved_model.load(summary["exports"]["saved_model"])
+    rows = digits_rows()[:64]
+    examples = tf.constant([to_example(r, drop="label") for r in rows])
+    served = loaded.signatures["serving_default"](examples=examples)
+    (keras_file,) = (out / "tfx" / "TrainerAmp" / "model_run").glob("*/model.keras")
+    model = keras.saving.load_model(keras_file)
+    x = loaded.signatures["transform_features"](examples=examples)["x"]
+    expected = model.predict(x.numpy(), verbose=0)
+    np.testing.assert_allclose(served["probabilities"].numpy(), expected, atol=2e-2)
+    assert (served["class_ids"].numpy() == expected.argmax(axis=1)).mean() >= 0.98
+    # The raw-tensor signature (REST clients) answers the same.
+    raw = {
+        f"pixel_{i}": tf.constant([int(r[f"pixel_{i}"]) for r in rows], tf.int64) for i in range(64)
+    }
+    by_raw = loaded.signatures["predict_raw"](**raw)
+    np.testing.assert_allclose(
+        by_raw["probabilities"].numpy(), served["probabilities"].numpy(), atol=1e-6
+    )
 
 
 def test_rerun_uses_cache_and_keeps_every_pushed_version(digits_run):
@@ -75,8 +116,16 @@ def test_rerun_uses_cache_and_keeps_every_pushed_version(digits_run):
 
     cached = run_cli("run", "--output", str(out), "--train-steps", STEPS, *LOOSE_GATE)
     assert cached.returncode == 0, cached.stderr
-    assert cached.stdout.count("cached") == 13
+    progress = [ln for ln in cached.stdout.splitlines() if "/13]" in ln]
+    for name in ("CsvExampleGen", "Transform", "TrainerAmp", "TrainerFp32", "Evaluator "):
+        (line,) = [ln for ln in progress if f"] {name}" in ln]
+        assert "cached" in line, line
+    # Only the production comparison reruns: the candidate is now the production model.
+    assert "already in production" in cached.stdout
     assert pushed_versions(serving) == [old_version]
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert summary["status"] == "promoted" and summary["already_in_production"]
+    assert summary["exports"]["saved_model"] == str(serving / old_version)
 
     fresh = run_cli("run", "--output", str(out), "--train-steps", STEPS, "--no-cache", *LOOSE_GATE)
     assert fresh.returncode == 0, fresh.stderr

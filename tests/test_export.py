@@ -1,0 +1,99 @@
+"""TFLite export of models trained under every policy: each variant loads and matches."""
+
+import keras
+import numpy as np
+import pytest
+
+from components.tflite_export import VARIANTS, ParityThresholds, TFLiteRunner, export_tflite
+from components.training import TrainSpec, build_under_policy, float32_rebuild
+from pipeline.ingest import prepare
+from tests.helpers import digits_rows
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory):
+    spec = prepare(None, "label", tmp_path_factory.mktemp("data"))
+    rows = digits_rows()
+    x = np.array([[int(r[f"pixel_{i}"]) for i in range(64)] for r in rows], np.float32) / 16.0
+    y = np.array([int(r["label"]) for r in rows])
+    return spec, x[:1400], y[:1400], x[1400:], y[1400:]
+
+
+@pytest.fixture(autouse=True)
+def restore_policy():
+    yield
+    keras.mixed_precision.set_global_policy("float32")
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16", "mixed_float16"])
+def test_every_variant_converts_and_matches_the_savedmodel(policy, digits, tmp_path):
+    data, train_x, train_y, eval_x, eval_y = digits
+    spec = TrainSpec(
+        (),
+        (),
+        "",
+        str(tmp_path / "serving"),
+        str(tmp_path / "run"),
+        data.to_dict(),
+        model="cnn",
+        policy=policy,
+    )
+    keras.utils.set_random_seed(0)
+    model = build_under_policy(spec, policy)
+    optimizer = keras.optimizers.Adam(3e-3)
+    if policy == "mixed_float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    model.compile(optimizer, "sparse_categorical_crossentropy", metrics=["accuracy"])
+    model.fit(train_x, train_y, batch_size=32, epochs=6, verbose=0)
+    assert model.layers[-1].compute_dtype == "float32"  # softmax stays float32
+    if policy != "float32":
+        assert model.layers[2].compute_dtype == policy.split("_")[1]
+
+    reference = float32_rebuild(spec, model)
+    assert all(w.dtype == "float32" for w in reference.weights)
+    saved = str(tmp_path / "keras_float32")
+    reference.export(saved, verbose=False)
+    reference_probs = reference.predict(eval_x, verbose=0)
+    report = export_tflite(
+        saved,
+        tmp_path / "tflite",
+        eval_x,
+        eval_y,
+        reference_probs,
+        train_x,
+        [str(i) for i in range(10)],
+        {"name": "x"},
+        thresholds=ParityThresholds(min_agreement=0.995, max_int8_accuracy_drop=0.02),
+        latency_examples=20,
+    )
+    assert report["reference"]["accuracy"] > 0.8, report["reference"]
+    for variant in VARIANTS:
+        r = report["variants"][variant]
+        assert r["converted"], r
+        assert r["passed"], (variant, r)
+        runner = TFLiteRunner(r["path"])  # loads in the interpreter on its own
+        probs = runner.predict_one(eval_x[0])
+        assert probs.shape == (10,) and abs(float(probs.sum()) - 1.0) < 0.05
+        assert (tmp_path / "tflite" / f"model_{variant}.json").exists()
+    assert report["variants"]["float32"]["max_abs_diff"] < 1e-4
+
+
+def test_a_variant_that_fails_to_convert_is_reported_with_the_reason(digits, tmp_path):
+    _, _, _, eval_x, eval_y = digits
+    (tmp_path / "not_a_model").mkdir()
+    report = export_tflite(
+        str(tmp_path / "not_a_model"),
+        tmp_path / "out",
+        eval_x[:10],
+        eval_y[:10],
+        np.full((10, 10), 0.1),
+        eval_x[:10],
+        [str(i) for i in range(10)],
+        {},
+        variants=("float32",),
+    )
+    result = report["variants"]["float32"]
+    assert result["converted"] is False and result["passed"] is False
+    assert result["error"]
