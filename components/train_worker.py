@@ -10,13 +10,18 @@ import logging
 import sys
 from pathlib import Path
 
+from components.loss_scale import LossScaleCollapse
 from components.training import TrainSpec, train_and_export
 
 
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     spec = TrainSpec.from_json(Path(argv[1]).read_text())
-    figures = train_and_export(spec)
+    try:
+        figures = train_and_export(spec)
+    except LossScaleCollapse as e:
+        print(f"{spec.policy} {e}", file=sys.stderr, flush=True)  # the last line: the reason
+        return 1
     logging.info(
         "policy=%s accuracy=%.4f examples/sec=%.1f",
         figures["policy"],

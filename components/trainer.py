@@ -33,6 +33,7 @@ def spec_from_fn_args(fn_args) -> TrainSpec:
         model_run_dir=fn_args.model_run_dir,
         data_spec=cfg["data_spec"],
         model=cfg["model"],
+        model_options=cfg["model_options"],
         policy=cfg["policy"],
         xla=cfg["xla"],
         loss_scaling=cfg["loss_scaling"],
@@ -43,6 +44,9 @@ def spec_from_fn_args(fn_args) -> TrainSpec:
         learning_rate=cfg["learning_rate"],
         seed=cfg["seed"],
         serving_precision=cfg["serving_precision"],
+        loss_scale_initial=cfg["loss_scale_initial"],
+        loss_scale_growth_interval=cfg["loss_scale_growth_interval"],
+        collapse_patience=cfg["collapse_patience"],
         tflite_variants=tuple(cfg["tflite_variants"]),
         tflite_min_agreement=cfg["tflite_min_agreement"],
         tflite_max_int8_drop=cfg["tflite_max_int8_drop"],
@@ -70,9 +74,7 @@ def run_in_subprocess(spec: TrainSpec) -> dict:
     if proc.returncode != 0:
         lines = [ln for ln in log_path.read_text().splitlines() if ln.strip()]
         last = lines[-1] if lines else "no output"
-        raise TrainingFailed(
-            f"{spec.policy} training failed (exit {proc.returncode}): {last} [log: {log_path}]"
-        )
+        raise TrainingFailed(f"{last} [exit {proc.returncode}; log: {log_path}]")
     return json.loads((run_dir / "figures.json").read_text())
 
 

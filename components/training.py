@@ -25,6 +25,7 @@ class TrainSpec:
     model_run_dir: str
     data_spec: dict
     model: str = "cnn"
+    model_options: dict = dataclasses.field(default_factory=dict)
     policy: str = "float32"
     xla: bool = False
     loss_scaling: bool = False
@@ -34,6 +35,9 @@ class TrainSpec:
     batch_size: int = 64
     learning_rate: float = 1e-3
     seed: int = 42
+    loss_scale_initial: float = 2.0**15
+    loss_scale_growth_interval: int = 2000
+    collapse_patience: int = 20
     serving_precision: str = "float32"
     tflite_variants: tuple[str, ...] = ("float32", "float16", "dynamic_int8", "int8")
     tflite_min_agreement: float = 0.995
@@ -74,7 +78,11 @@ def make_optimizer(spec: TrainSpec):
 
     optimizer = keras.optimizers.Adam(spec.learning_rate)
     if spec.loss_scaling:
-        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        optimizer = keras.optimizers.LossScaleOptimizer(
+            optimizer,
+            initial_scale=spec.loss_scale_initial,
+            dynamic_growth_steps=spec.loss_scale_growth_interval,
+        )
     return optimizer
 
 
@@ -88,7 +96,9 @@ def build_under_policy(spec: TrainSpec, policy: str):
 
     data = DataSpec.from_dict(spec.data_spec)
     keras.mixed_precision.set_global_policy(policy)
-    return build_model(spec.model, feature_width(data), data.num_classes, data.image_shape)
+    return build_model(
+        spec.model, feature_width(data), data.num_classes, data.image_shape, **spec.model_options
+    )
 
 
 def float32_rebuild(spec: TrainSpec, model):
@@ -179,12 +189,32 @@ def export_edge_models(spec: TrainSpec, model, train_ds, eval_ds) -> dict:
     )
 
 
+def variable_dtype_warnings(model, policy: str) -> list[str]:
+    """Names every layer with non-float32 variables under a mixed policy (they lose updates)."""
+    if policy == "float32":
+        return []
+    warnings = []
+    for layer in model.layers:
+        odd = sorted({str(v.dtype) for v in layer.weights} - {"float32"})
+        if odd:
+            warnings.append(
+                f"layer {layer.name!r} has {', '.join(odd)} variables under {policy}: small "
+                "updates are lost in low precision; keep variables float32"
+            )
+    for w in warnings:
+        logger.warning(w)
+    return warnings
+
+
 def train_and_export(spec: TrainSpec) -> dict:
     """Trains, evaluates, exports the serving SavedModel, and returns the measured figures."""
     from components.export import export_serving_model
+    from components.loss_scale import LossScaleCollapse, LossScaleMonitor
     from components.perf import PeakMemory, StepTimer
 
     model = build_and_compile(spec)
+    dtype_warnings = variable_dtype_warnings(model, spec.policy)
+    monitor = LossScaleMonitor(patience=spec.collapse_patience, learning_rate=spec.learning_rate)
     train_ds = make_dataset(
         spec.train_files, spec.transform_output, spec.batch_size, spec.seed, train=True
     )
@@ -195,15 +225,19 @@ def train_and_export(spec: TrainSpec) -> dict:
     memory = PeakMemory(spec.device)
     memory.start()
     history = model.fit(
-        train_ds, steps_per_epoch=spec.train_steps, epochs=1, callbacks=[timer], verbose=0
+        train_ds, steps_per_epoch=spec.train_steps, epochs=1, callbacks=[timer, monitor], verbose=0
     )
     peak_mb = memory.peak_mb()
+    if monitor.collapse:
+        raise LossScaleCollapse(monitor.collapse)
     results = model.evaluate(eval_ds, steps=spec.eval_steps, return_dict=True, verbose=0)
     run_dir = Path(spec.model_run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     model.save(run_dir / "model.keras")
+    report = {"policy": spec.policy, "layers": dtype_report(model), "warnings": dtype_warnings}
     serving = float32_rebuild(spec, model) if spec.serving_precision == "float32" else model
     export_serving_model(serving, spec.transform_output, spec.serving_model_dir, spec.data_spec)
+    (Path(spec.serving_model_dir) / "dtype_report.json").write_text(json.dumps(report, indent=2))
     export = export_edge_models(spec, model, train_ds, eval_ds)
     figures = {
         "policy": spec.policy,
@@ -218,7 +252,9 @@ def train_and_export(spec: TrainSpec) -> dict:
         "peak_memory_mb": peak_mb,
         "memory_method": memory.method,
         "history": {k: [float(v) for v in vs] for k, vs in history.history.items()},
-        "layers": dtype_report(model),
+        "layers": report["layers"],
+        "dtype_warnings": dtype_warnings,
+        "loss_scale": monitor.summary(),
         "serving_precision": spec.serving_precision,
         "export": export,
     }

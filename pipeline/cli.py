@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from benchmarks.configs import BENCH_MODELS
 from pipeline.config import MODELS, SERVING_PRECISIONS, TFLITE_VARIANTS, RunConfig
 from pipeline.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError
 
@@ -45,6 +46,26 @@ def _variants(text: str) -> tuple[str, ...]:
             f"{', '.join(TFLITE_VARIANTS)} or none"
         )
     return names
+
+
+def _names(allowed: tuple[str, ...]):
+    def parse(text: str) -> tuple[str, ...]:
+        names = tuple(v.strip() for v in text.split(",") if v.strip())
+        unknown = [v for v in names if v not in allowed]
+        if unknown or not names:
+            raise argparse.ArgumentTypeError(
+                f"unknown value {', '.join(unknown) or text!r}; choose from {', '.join(allowed)}"
+            )
+        return names
+
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
 
 
 def _non_negative(text: str) -> float:
@@ -122,6 +143,31 @@ def build_parser() -> Parser:
         "shows a rejection on purpose (demos, tests)",
     )
     run.add_argument(
+        "--learning-rate",
+        type=_positive_float,
+        default=defaults.learning_rate,
+        help="Adam learning rate of both trainers (default: %(default)s)",
+    )
+    run.add_argument(
+        "--loss-scale-initial",
+        type=_positive_float,
+        default=defaults.loss_scale_initial,
+        help="initial dynamic loss scale for mixed_float16 (default: %(default)s)",
+    )
+    run.add_argument(
+        "--loss-scale-growth-interval",
+        type=_positive,
+        default=defaults.loss_scale_growth_interval,
+        help="finite steps before the loss scale doubles (default: %(default)s)",
+    )
+    run.add_argument(
+        "--collapse-patience",
+        type=_positive,
+        default=defaults.collapse_patience,
+        help="steps with the loss scale at its floor or a NaN loss before training stops "
+        "with a diagnosis (default: %(default)s)",
+    )
+    run.add_argument(
         "--serving-precision",
         choices=SERVING_PRECISIONS,
         default=defaults.serving_precision,
@@ -160,6 +206,54 @@ def build_parser() -> Parser:
     run.add_argument("--seed", type=int, default=defaults.seed, help="(default: %(default)s)")
     run.add_argument("--no-cache", action="store_true", help="rerun every component")
 
+    bench = sub.add_parser(
+        "bench", help="AMP vs float32 benchmark: fresh process per configuration, median"
+    )
+    bench.add_argument(
+        "--models",
+        type=_names(BENCH_MODELS),
+        default=("cnn",),
+        help=f"comma-separated, of {', '.join(BENCH_MODELS)} (default: cnn)",
+    )
+    bench.add_argument(
+        "--policies",
+        type=_names(POLICIES[1:]),
+        default=("float32", "mixed_bfloat16"),
+        help="comma-separated; float32 is the baseline (default: float32,mixed_bfloat16)",
+    )
+    bench.add_argument(
+        "--xla",
+        type=_names(("on", "off")),
+        default=("off",),
+        help="comma-separated of on,off (default: off)",
+    )
+    bench.add_argument("--batch-size", type=_positive, default=64, help="(default: %(default)s)")
+    bench.add_argument(
+        "--image-size",
+        type=_positive,
+        default=96,
+        help="resnet50 input side (default: %(default)s)",
+    )
+    bench.add_argument(
+        "--steps",
+        type=_positive,
+        default=20,
+        help="measured steps per run, after the warm-up (default: %(default)s)",
+    )
+    bench.add_argument(
+        "--warmup-steps",
+        type=_positive,
+        default=3,
+        help="steps excluded from the figures (default: %(default)s)",
+    )
+    bench.add_argument(
+        "--repeats",
+        type=_positive,
+        default=3,
+        help="runs per configuration; the median is reported (default: 3)",
+    )
+    bench.add_argument("--output", default="bench", help="output folder (default: %(default)s)")
+
     sub.add_parser("doctor", help="show the hardware and the precision recipe auto would pick")
     return parser
 
@@ -178,6 +272,10 @@ def _config(args: argparse.Namespace) -> RunConfig:
         min_accuracy=args.min_accuracy,
         min_speedup=args.min_speedup,
         amp_train_steps=args.amp_train_steps,
+        learning_rate=args.learning_rate,
+        loss_scale_initial=args.loss_scale_initial,
+        loss_scale_growth_interval=args.loss_scale_growth_interval,
+        collapse_patience=args.collapse_patience,
         serving_precision=args.serving_precision,
         tflite_variants=args.tflite,
         tflite_min_agreement=args.tflite_min_agreement,
@@ -212,6 +310,42 @@ def cmd_run(args: argparse.Namespace) -> int:
     return summary["exit_code"]
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from benchmarks import bench
+
+    if "float32" not in args.policies:
+        print(
+            "amp-pipeline: error: --policies must include float32 (the baseline)", file=sys.stderr
+        )
+        return EXIT_BAD_INPUT
+    configs = bench.bench_configs(
+        list(args.models),
+        list(args.policies),
+        [x == "on" for x in args.xla],
+        args.batch_size,
+        args.image_size,
+        args.steps,
+        args.warmup_steps,
+    )
+    print(
+        f"amp-pipeline bench: {len(configs)} configurations x {args.repeats} rounds, "
+        "each run in a fresh process"
+    )
+    try:
+        result = bench.run_bench(configs, args.repeats)
+    except RuntimeError as e:
+        print(f"amp-pipeline: failed: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    result["machine"] = bench.machine()
+    paths = bench.write_outputs(result, Path(args.output))
+    print()
+    print(paths["md"].read_text())
+    print(f"wrote {', '.join(str(p) for p in paths.values())}")
+    return 0
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from components.precision import choose_recipe, detect_hardware
 
@@ -232,7 +366,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = build_parser().parse_args(argv)
-    return {"run": cmd_run, "doctor": cmd_doctor}[args.command](args)
+    return {"run": cmd_run, "bench": cmd_bench, "doctor": cmd_doctor}[args.command](args)
 
 
 if __name__ == "__main__":

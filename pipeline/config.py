@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pipeline.ingest import DataSpec
 
-MODELS = ("auto", "cnn", "mlp")
+MODELS = ("auto", "cnn", "mlp", "resnet50", "transformer")
 SERVING_PRECISIONS = ("float32", "mixed")
 TFLITE_VARIANTS = ("float32", "float16", "dynamic_int8", "int8")
 
@@ -21,7 +21,8 @@ class RunConfig:
         data: input path (CSV file, TFRecord file or folder, image folder); None for the
             embedded digits.
         label: label column / feature name.
-        model: `cnn`, `mlp`, or `auto` (cnn for images, mlp for tabular data).
+        model: `cnn`, `mlp`, `resnet50` (images, at --image-size, at least 32),
+            `transformer` (one token per feature), or `auto` (cnn for images, mlp otherwise).
         policy: AMP trainer policy: `auto` follows the hardware (see components/precision.py).
         xla: `auto`, `on` or `off` for the AMP trainer.
         output: folder for every artifact, log, the ML Metadata DB and the serving folder.
@@ -35,6 +36,10 @@ class RunConfig:
             not be slower).
         amp_train_steps: train the AMP candidate for this many steps instead of
             `train_steps`: a way to see a rejection on purpose (demos, tests). None: the same.
+        loss_scale_initial: initial dynamic loss scale (mixed_float16).
+        loss_scale_growth_interval: finite steps before the loss scale doubles.
+        collapse_patience: steps with the loss scale at its floor (1.0), or a NaN loss, after
+            which training stops with a diagnosis.
         serving_precision: `float32` (the served SavedModel is rebuilt in float32 with the
             trained weights; runs well on any CPU) or `mixed` (keeps the training policy).
         tflite_variants: TFLite variants to build and check (empty: none).
@@ -61,6 +66,9 @@ class RunConfig:
     min_accuracy: float = 0.0
     min_speedup: float = 1.0
     amp_train_steps: int | None = None
+    loss_scale_initial: float = 2.0**15
+    loss_scale_growth_interval: int = 2000
+    collapse_patience: int = 20
     serving_precision: str = "float32"
     tflite_variants: tuple[str, ...] = TFLITE_VARIANTS
     tflite_min_agreement: float = 0.995
@@ -76,7 +84,15 @@ class RunConfig:
                 f"Invalid value for argument model: expected one of {', '.join(MODELS)}. "
                 f"Received: model={self.model!r}"
             )
-        for name in ("train_steps", "eval_steps", "batch_size", "image_size", "amp_train_steps"):
+        for name in (
+            "train_steps",
+            "eval_steps",
+            "batch_size",
+            "image_size",
+            "amp_train_steps",
+            "loss_scale_growth_interval",
+            "collapse_patience",
+        ):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(
                     f"Invalid value for argument {name}: must be at least 1. "
@@ -110,6 +126,11 @@ class RunConfig:
                     f"Invalid value for argument {name}: must be in [0, 1]. "
                     f"Received: {name}={getattr(self, name)!r}"
                 )
+        if not self.loss_scale_initial > 0:
+            raise ValueError(
+                "Invalid value for argument loss_scale_initial: must be > 0. "
+                f"Received: loss_scale_initial={self.loss_scale_initial!r}"
+            )
         if self.min_speedup < 0:
             raise ValueError(
                 "Invalid value for argument min_speedup: must be >= 0. "
@@ -161,3 +182,12 @@ def model_for(config: RunConfig, data: DataSpec) -> str:
     if config.model != "auto":
         return config.model
     return "cnn" if data.image_shape is not None else "mlp"
+
+
+def model_options_for(config: RunConfig, model: str) -> dict:
+    """Architecture options the pipeline passes to components.models.build_model."""
+    if model == "resnet50":
+        return {"resolution": max(32, config.image_size)}
+    if model == "transformer":
+        return {"width": 64, "heads": 4, "depth": 2}
+    return {}

@@ -53,9 +53,11 @@ def run(config: RunConfig, console: TextIO) -> dict:
             from pipeline.pipeline import create_pipeline
             from pipeline.results import latest_run_outputs
 
-            if model_for(config, data) == "cnn" and data.image_shape is None:
+            model = model_for(config, data)
+            if model in ("cnn", "resnet50") and data.image_shape is None:
                 raise InputError(
-                    f"--model cnn: {data.source} is tabular (no image features); use --model mlp"
+                    f"--model {model}: {data.source} is tabular (no image features); "
+                    "use --model mlp or transformer"
                 )
             recipe = choose_recipe(detect_hardware(), config.policy, config.xla)
             for warning in recipe.warnings:

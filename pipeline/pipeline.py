@@ -9,7 +9,7 @@ from components.anomaly_check import AnomalyCheck
 from components.precision import Recipe
 from components.preprocessing import LABEL_KEY
 from components.promotion_gate import PromotionGate
-from pipeline.config import RunConfig, model_for, model_name_for
+from pipeline.config import RunConfig, model_for, model_name_for, model_options_for
 from pipeline.ingest import DataSpec
 
 TRAINER_FP32 = "TrainerFp32"
@@ -87,6 +87,7 @@ def _trainer(
     custom_config = {
         "data_spec": data.to_dict(),
         "model": model_for(config, data),
+        "model_options": model_options_for(config, model_for(config, data)),
         "policy": policy,
         "xla": recipe.xla if policy != "float32" else False,
         "loss_scaling": recipe.loss_scaling if policy != "float32" else False,
@@ -94,6 +95,9 @@ def _trainer(
         "batch_size": config.batch_size,
         "learning_rate": config.learning_rate,
         "seed": config.seed,
+        "loss_scale_initial": config.loss_scale_initial,
+        "loss_scale_growth_interval": config.loss_scale_growth_interval,
+        "collapse_patience": config.collapse_patience,
         "serving_precision": config.serving_precision,
         # Only the candidate is shipped: only its edge variants are built and checked.
         "tflite_variants": list(config.tflite_variants) if node_id == TRAINER_AMP else [],

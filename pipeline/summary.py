@@ -74,7 +74,8 @@ def build_summary(
         return d
 
     amp_out = trainer(amp, measured["amp_accuracy"])
-    amp_out["loss_scale"] = {"final": None, "overflow_steps": 0}
+    amp_out["loss_scale"] = {k: v for k, v in amp.get("loss_scale", {}).items() if k != "history"}
+    amp_out["dtype_warnings"] = amp.get("dtype_warnings", [])
     return {
         "status": status,
         "exit_code": EXIT_PROMOTED if status == "promoted" else EXIT_REJECTED,

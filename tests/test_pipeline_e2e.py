@@ -273,3 +273,32 @@ def test_image_folder_and_tfrecord_inputs(tmp_path):
     assert summary["status"] == "promoted"
     assert summary["fp32"]["model"] == "cnn"
     assert tf.io.gfile.exists(summary["exports"]["saved_model"])
+
+
+def test_loss_scale_collapse_fails_the_run_with_a_diagnosis(tmp_path):
+    out = tmp_path / "out"
+    result = run_cli(
+        "run",
+        "--data",
+        str(TESTDATA / "churn.csv"),
+        "--label",
+        "churn",
+        "--output",
+        str(out),
+        "--policy",
+        "mixed_float16",
+        "--learning-rate",
+        "1e6",
+        "--collapse-patience",
+        "5",
+        "--train-steps",
+        "100",
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "WARNING: mixed_float16 on a CPU" in result.stdout  # the loud override warning
+    (line,) = result.stderr.strip().splitlines()
+    assert "TrainerAmp" in line and "mixed_float16 training stopped" in line
+    assert "learning rate too high (now 1e+06" in line
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert summary["status"] == "failed" and summary["exit_code"] == 1
+    assert not (out / "serving").exists()

@@ -1,0 +1,95 @@
+"""The loss-scale monitor sees overflows and stops a collapsing run with a diagnosis."""
+
+import keras
+import numpy as np
+import pytest
+
+from components.loss_scale import LossScaleMonitor
+
+
+@pytest.fixture(autouse=True)
+def restore_policy():
+    yield
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def _mlp(policy: str, kernel_scale: float):
+    keras.mixed_precision.set_global_policy(policy)
+    keras.utils.set_random_seed(0)
+    init = keras.initializers.Constant(kernel_scale)
+    return keras.Sequential(
+        [
+            keras.Input((8,)),
+            keras.layers.Dense(16, activation="relu", kernel_initializer=init),
+            keras.layers.Dense(2, kernel_initializer=init),
+            keras.layers.Activation("softmax", dtype="float32"),
+        ]
+    )
+
+
+def _data(scale: float = 1.0):
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(256, 8)).astype("float32") * scale, rng.integers(0, 2, 256)
+
+
+def test_a_model_made_to_overflow_collapses_and_stops_with_a_diagnosis():
+    # float16 tops out at 65504: inputs of 1e3 through weights of 1e2 overflow at every step.
+    model = _mlp("mixed_float16", kernel_scale=100.0)
+    model.compile(
+        keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1)),
+        "sparse_categorical_crossentropy",
+    )
+    monitor = LossScaleMonitor(patience=5, learning_rate=0.1)
+    x, y = _data(scale=1e3)
+    model.fit(x, y, batch_size=8, epochs=1, callbacks=[monitor], verbose=0)
+    summary = monitor.summary()
+    assert monitor.collapse is not None
+    assert monitor.collapse.startswith("training stopped: the loss was NaN/inf for 5 steps")
+    assert "learning rate" in monitor.collapse and "initialisation" in monitor.collapse
+    # Every step overflowed and was skipped; the run stopped after `patience` of its 32 steps.
+    assert len(monitor.scales) == 5
+    assert summary["history"] == [2.0**14, 2.0**13, 2.0**12, 2.0**11, 2.0**10]
+    assert summary["overflow_steps"] == 4 and summary["collapsed"]
+
+
+def test_a_scale_stuck_at_its_floor_stops_training():
+    model = _mlp("mixed_float16", kernel_scale=0.05)
+    model.compile(
+        keras.optimizers.LossScaleOptimizer(
+            keras.optimizers.SGD(0.01), initial_scale=0.5, dynamic_growth_steps=1000
+        ),
+        "sparse_categorical_crossentropy",
+    )
+    monitor = LossScaleMonitor(floor=1.0, patience=4, learning_rate=0.01)
+    x, y = _data()
+    model.fit(x, y, batch_size=8, epochs=1, callbacks=[monitor], verbose=0)
+    assert monitor.collapse and "loss scale stayed at or below 1 for 4 steps" in monitor.collapse
+    assert len(monitor.scales) == 4
+
+
+def test_healthy_float16_training_keeps_its_scale_and_records_every_step():
+    model = _mlp("mixed_float16", kernel_scale=0.05)
+    model.compile(
+        keras.optimizers.LossScaleOptimizer(
+            keras.optimizers.SGD(0.01), initial_scale=1024.0, dynamic_growth_steps=10
+        ),
+        "sparse_categorical_crossentropy",
+    )
+    monitor = LossScaleMonitor(patience=5)
+    x, y = _data()
+    model.fit(x, y, batch_size=8, epochs=1, callbacks=[monitor], verbose=0)
+    assert monitor.collapse is None
+    assert len(monitor.scales) == 32
+    assert monitor.overflow_steps == 0
+    assert monitor.summary()["final"] == 1024.0 * 2**3  # grew every 10 finite steps
+
+
+def test_nan_loss_without_loss_scaling_also_stops():
+    model = _mlp("float32", kernel_scale=0.05)
+    model.compile(keras.optimizers.SGD(0.01), "sparse_categorical_crossentropy")
+    x, y = _data()
+    x[:, 0] = np.nan
+    monitor = LossScaleMonitor(patience=3, learning_rate=0.01)
+    model.fit(x, y, batch_size=8, epochs=1, callbacks=[monitor], verbose=0)
+    assert monitor.collapse and "NaN/inf for 3 steps" in monitor.collapse
+    assert len(monitor.scales) == 3 and monitor.summary()["final"] is None
