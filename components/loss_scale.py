@@ -45,6 +45,7 @@ class LossScaleMonitor(keras.callbacks.Callback):
         self.learning_rate = learning_rate
         self.scales: list[float | None] = []
         self.losses: list[float] = []
+        self.accuracies: list[float] = []
         self.overflow_steps = 0
         self.collapse: str | None = None
         self._at_floor = 0
@@ -64,6 +65,7 @@ class LossScaleMonitor(keras.callbacks.Callback):
             self.overflow_steps += 1
         self.scales.append(scale)
         self.losses.append(loss)
+        self.accuracies.append(float((logs or {}).get("accuracy", float("nan"))))
         self._at_floor = self._at_floor + 1 if scale is not None and scale <= self.floor else 0
         self._nan = self._nan + 1 if not math.isfinite(loss) else 0
         reason = None

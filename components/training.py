@@ -255,6 +255,8 @@ def train_and_export(spec: TrainSpec) -> dict:
         "layers": report["layers"],
         "dtype_warnings": dtype_warnings,
         "loss_scale": monitor.summary(),
+        # Per step: Keras' running means over the (single) epoch.
+        "curve": {"loss": monitor.losses, "accuracy": monitor.accuracies},
         "serving_precision": spec.serving_precision,
         "export": export,
     }

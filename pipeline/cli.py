@@ -204,6 +204,14 @@ def build_parser() -> Parser:
         "--model-name", default="", help="served model name (default: 'digits' or the input's name)"
     )
     run.add_argument("--seed", type=int, default=defaults.seed, help="(default: %(default)s)")
+    run.add_argument(
+        "--tracking-uri",
+        default=None,
+        help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///OUTPUT/mlflow.db)",
+    )
+    run.add_argument(
+        "--experiment", default=defaults.experiment, help="MLflow experiment (default: %(default)s)"
+    )
     run.add_argument("--no-cache", action="store_true", help="rerun every component")
 
     bench = sub.add_parser(
@@ -284,6 +292,8 @@ def _config(args: argparse.Namespace) -> RunConfig:
         model_name=args.model_name,
         seed=args.seed,
         enable_cache=not args.no_cache,
+        tracking_uri=args.tracking_uri,
+        experiment=args.experiment,
     )
 
 

@@ -50,6 +50,9 @@ class RunConfig:
         model_name: the served model's name: `<output>/serving/<model_name>/<version>/`.
         seed: seed shared by both trainers (same init, same data order).
         enable_cache: reuse TFX outputs whose inputs did not change.
+        tracking_uri: MLflow tracking URI; None: $MLFLOW_TRACKING_URI, else a SQLite file
+            under `output`.
+        experiment: MLflow experiment name.
     """
 
     data: str | None = None
@@ -77,6 +80,8 @@ class RunConfig:
     model_name: str = ""
     seed: int = 42
     enable_cache: bool = True
+    tracking_uri: str | None = None
+    experiment: str = "amp-pipeline"
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:

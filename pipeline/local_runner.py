@@ -27,17 +27,83 @@ def _find_input_error(error: BaseException) -> InputError | None:
     return None
 
 
+def _params(config: RunConfig, data, recipe, model: str) -> dict:
+    return {
+        "model": model,
+        "policy": recipe.policy,
+        "xla": recipe.xla,
+        "loss_scaling": recipe.loss_scaling,
+        "loss_scale_initial": config.loss_scale_initial,
+        "loss_scale_growth_interval": config.loss_scale_growth_interval,
+        "batch_size": config.batch_size,
+        "train_steps": config.train_steps,
+        "amp_train_steps": config.amp_train_steps or config.train_steps,
+        "learning_rate": config.learning_rate,
+        "data_source": data.source,
+        "rows": data.rows,
+        "accuracy_tolerance": config.accuracy_tolerance,
+        "min_accuracy": config.min_accuracy,
+        "min_speedup": config.min_speedup,
+        "tflite_variants": ",".join(config.tflite_variants) or "none",
+        "tflite_min_agreement": config.tflite_min_agreement,
+        "tflite_max_int8_drop": config.tflite_max_int8_drop,
+        "serving_precision": config.serving_precision,
+    }
+
+
+def _track_success(tracker, latest, result: dict, config: RunConfig, tags: dict) -> None:
+    """Child runs, report, registry; run_summary.json gets the MLflow ids, then is logged."""
+    from components.promotion_gate import DECISION_JSON, DECISION_MD
+    from components.report import write_report
+    from pipeline import summary
+    from pipeline.pipeline import TRAINER_AMP, TRAINER_FP32
+    from pipeline.results import trainer_figures
+
+    output = config.output_dir
+    fp32 = trainer_figures(latest.outputs[TRAINER_FP32]["model_run"])
+    amp = trainer_figures(latest.outputs[TRAINER_AMP]["model_run"])
+    report = write_report(result, fp32, amp, output)
+    candidate = Path(latest.outputs[TRAINER_AMP]["model"].uri) / "Format-Serving"
+    tags = {
+        **tags,
+        "tfx.run_id": latest.run_id or "",
+        **{f"mlmd.execution_id.{n}": str(i) for n, i in latest.execution_ids.items()},
+    }
+    tracked = tracker.finish(
+        result,
+        fp32,
+        amp,
+        artifacts=[*report.values(), candidate / "dtype_report.json"],
+        decision_files=[output / DECISION_JSON, output / DECISION_MD],
+        model_name=config.model_name,
+        saved_model=str(candidate),
+        tags=tags,
+    )
+    result["mlflow"] = {
+        "tracking_uri": tracker.tracking_uri,
+        "experiment": tracker.experiment,
+        "run_id": tracker.run_id,
+        "child_run_ids": tracked["children"],
+        "registered_model": tracked["registered_model"],
+    }
+    result["report"] = str(report["report"])
+    path = summary.write_summary(result, output)
+    tracker.client.log_artifact(tracker.run_id, str(path))
+    tracker.close()
+
+
 def run(config: RunConfig, console: TextIO) -> dict:
     """Runs the whole pipeline and returns run_summary.json's content (also written to disk).
 
     Raises:
         InputError: bad input, before or during the run (exit code 2).
+        RunFailed: anything else (exit code 1).
     """
     from pipeline import summary
 
     output = config.output_dir
     output.mkdir(parents=True, exist_ok=True)
-    recipe = None
+    recipe = tracker = None
     with captured_output(config.log_path) as (progress, terminal):
         try:
             from pipeline import ingest
@@ -50,8 +116,9 @@ def run(config: RunConfig, console: TextIO) -> dict:
             from tfx import v1 as tfx
 
             from components.precision import choose_recipe, detect_hardware
+            from components.tracking import RunTracker, default_tracking_uri
             from pipeline.pipeline import create_pipeline
-            from pipeline.results import latest_run_outputs
+            from pipeline.results import read_latest_run
 
             model = model_for(config, data)
             if model in ("cnn", "resnet50") and data.image_shape is None:
@@ -64,10 +131,22 @@ def run(config: RunConfig, console: TextIO) -> dict:
                 terminal.write(f"WARNING: {warning}\n")
             terminal.write(
                 f"amp-pipeline: {data.source} ({data.rows} rows, {data.num_classes} classes), "
-                f"model {model_for(config, data)}, AMP policy {recipe.policy} "
-                f"[{recipe.reason}]\n"
+                f"model {model}, AMP policy {recipe.policy} [{recipe.reason}]\n"
             )
             terminal.write(f"  full log: {config.log_path}\n")
+            tracker = RunTracker(
+                config.tracking_uri or default_tracking_uri(output),
+                config.experiment,
+                artifact_root=None if config.tracking_uri else output / "mlartifacts",
+            )
+            tags = {
+                "tfx.pipeline_name": config.pipeline_name,
+                "hardware.device": recipe.hardware.device,
+                "hardware.name": recipe.hardware.name,
+                "hardware.features": ",".join(recipe.hardware.features),
+            }
+            tracker.start(config.model_name, _params(config, data, recipe, model), tags)
+            terminal.write(f"  mlflow: {tracker.tracking_uri} run {tracker.run_id}\n")
             absl_logging.set_verbosity(absl_logging.INFO)
             pipeline = create_pipeline(
                 config,
@@ -80,20 +159,28 @@ def run(config: RunConfig, console: TextIO) -> dict:
             )
             progress.total = len(pipeline.components)
             tfx.orchestration.LocalDagRunner().run(pipeline)
-            outputs = latest_run_outputs(config.metadata_path, config.pipeline_name)
+            latest = read_latest_run(config.metadata_path, config.pipeline_name)
             result = summary.build_summary(
-                outputs, recipe, dataclasses.asdict(config), data.to_dict(), output
+                latest.outputs, recipe, dataclasses.asdict(config), data.to_dict(), output
             )
+            _track_success(tracker, latest, result, config, tags)
         except Exception as e:  # noqa: BLE001 - every failure is reported, then re-raised
             input_error = _find_input_error(e)
             code = EXIT_BAD_INPUT if input_error else EXIT_FAILED
             where = f" in {progress.current}" if progress.current else ""
             logger.exception("Run failed%s", where)
-            summary.write_summary(summary.failure_summary(input_error or e, code, recipe), output)
+            failure = summary.failure_summary(input_error or e, code, recipe)
+            if tracker is not None and tracker.run_id:
+                tracker.fail(f"{type(e).__name__}{where}: {e}")
+                failure["mlflow"] = {
+                    "tracking_uri": tracker.tracking_uri,
+                    "experiment": tracker.experiment,
+                    "run_id": tracker.run_id,
+                }
+            summary.write_summary(failure, output)
             if input_error is not None:
                 raise input_error from None
             raise RunFailed(f"{type(e).__name__}{where}: {e}", Path(config.log_path)) from e
-    summary.write_summary(result, output)
     return result
 
 

@@ -27,8 +27,22 @@ def _value(v: metadata_store_pb2.Value):
     return getattr(v, kind) if kind else None
 
 
+@dataclasses.dataclass(frozen=True)
+class LatestRun:
+    """The newest pipeline run: its id, each node's execution id and output artifacts."""
+
+    run_id: str | None
+    execution_ids: dict[str, int]
+    outputs: dict[str, dict[str, NodeOutput]]
+
+
 def latest_run_outputs(metadata_path: Path, pipeline_name: str) -> dict[str, dict[str, NodeOutput]]:
     """{node_id: {output_key: NodeOutput}} for the newest pipeline run in `metadata_path`."""
+    return read_latest_run(metadata_path, pipeline_name).outputs
+
+
+def read_latest_run(metadata_path: Path, pipeline_name: str) -> LatestRun:
+    """The newest run of `pipeline_name` recorded in the ML Metadata store at `metadata_path`."""
     config = metadata_store_pb2.ConnectionConfig()
     config.sqlite.filename_uri = str(metadata_path)
     config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
@@ -37,11 +51,12 @@ def latest_run_outputs(metadata_path: Path, pipeline_name: str) -> dict[str, dic
         c for c in store.get_contexts_by_type("pipeline_run") if _belongs(store, c, pipeline_name)
     ]
     if not runs:
-        return {}
+        return LatestRun(None, {}, {})
     run = max(runs, key=lambda c: (c.create_time_since_epoch, c.id))
     run_executions = {e.id for e in store.get_executions_by_context(run.id)}
     types = {t.id: t.name for t in store.get_artifact_types()}
     out: dict[str, dict[str, NodeOutput]] = {}
+    execution_ids: dict[str, int] = {}
     prefix = f"{pipeline_name}."
     for node in store.get_contexts_by_type("node"):
         if not node.name.startswith(prefix):
@@ -51,6 +66,7 @@ def latest_run_outputs(metadata_path: Path, pipeline_name: str) -> dict[str, dic
         mine = sorted(set(executions) & run_executions)
         if not mine:
             continue
+        execution_ids[node_id] = mine[-1]
         events = store.get_events_by_execution_ids([mine[-1]])
         keyed = {}
         for ev in events:
@@ -62,7 +78,7 @@ def latest_run_outputs(metadata_path: Path, pipeline_name: str) -> dict[str, dic
             out.setdefault(node_id, {})[keyed[art.id]] = NodeOutput(
                 uri=art.uri, type_name=types.get(art.type_id, ""), properties=props
             )
-    return out
+    return LatestRun(run.name, execution_ids, out)
 
 
 def _belongs(store, run_context, pipeline_name: str) -> bool:

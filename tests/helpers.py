@@ -53,3 +53,85 @@ def predict_classes(saved_model_dir: str | Path, rows, label: str) -> np.ndarray
 
 def pushed_versions(serving_model_dir: Path) -> list[str]:
     return sorted(p.name for p in serving_model_dir.iterdir() if p.is_dir())
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def check_tracked_run(tracking_uri: str, summary: dict, train_steps: int) -> None:
+    """Reads a pipeline run back from MLflow and checks what a user would look for."""
+    import mlflow
+    import pandas as pd
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    info = summary["mlflow"]
+    assert info["tracking_uri"] == tracking_uri
+    parent = client.get_run(info["run_id"])
+    assert parent.info.status == "FINISHED"
+    assert parent.data.tags["tfx.pipeline_name"].startswith("amp-pipeline")
+    assert parent.data.tags["tfx.run_id"]
+    assert parent.data.tags["mlmd.execution_id.TrainerAmp"].isdigit()
+    assert parent.data.tags["git_commit"] and parent.data.tags["hardware.device"]
+    assert parent.data.params["policy"] == summary["policy"]
+    assert parent.data.params["train_steps"] == str(train_steps)
+    for key in ("speedup", "memory_ratio", "accuracy_delta", "amp_accuracy", "gate_passed"):
+        assert key in parent.data.metrics, key
+    assert parent.data.metrics["amp_accuracy"] == summary["amp"]["accuracy"]
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {
+        "run_summary.json",
+        "report.md",
+        "throughput_memory.png",
+        "training_curves.png",
+        "loss_scale.png",
+        "dtype_report.json",
+    } <= artifacts, artifacts
+
+    children = client.search_runs(
+        [parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
+    )
+    by_name = {r.info.run_name: r for r in children}
+    assert set(by_name) == {"fp32-trainer", "amp-trainer", "export", "gate"}
+    assert all(r.info.status == "FINISHED" for r in children)
+    for name in ("fp32-trainer", "amp-trainer"):
+        run = by_name[name]
+        for key in (
+            "examples_per_sec",
+            "step_time_p50_ms",
+            "step_time_p90_ms",
+            "peak_memory_mb",
+            "accuracy",
+            "overflow_steps",
+        ):
+            assert key in run.data.metrics, (name, key)
+        history = client.get_metric_history(run.info.run_id, "train_loss")
+        assert len(history) == train_steps
+    export = by_name["export"]
+    for variant in summary["exports"]["tflite"]:
+        for key in ("size_bytes", "accuracy", "agreement", "latency_ms"):
+            assert f"tflite_{variant}_{key}" in export.data.metrics
+    assert {a.path for a in client.list_artifacts(export.info.run_id, "tflite")}
+    gate = by_name["gate"]
+    assert gate.data.metrics["gate_passed"] == (1.0 if summary["gate"]["passed"] else 0.0)
+    assert {"decision.json", "decision.md"} <= {
+        a.path for a in client.list_artifacts(gate.info.run_id)
+    }
+
+    registered = info["registered_model"]
+    version = client.get_model_version(registered["name"], str(registered["version"]))
+    if summary["status"] == "promoted":
+        alias = client.get_model_version_by_alias(registered["name"], "champion")
+        assert alias.version == version.version
+    mlflow.set_tracking_uri(tracking_uri)
+    model = mlflow.pyfunc.load_model(f"models:/{registered['name']}/{version.version}")
+    rows = digits_rows()[:200]
+    frame = pd.DataFrame({f"pixel_{i}": [int(r[f"pixel_{i}"]) for r in rows] for i in range(64)})
+    predicted = model.predict(frame)
+    truth = np.array([r["label"] for r in rows])
+    assert float(np.mean(predicted["class"].to_numpy() == truth)) > 0.5

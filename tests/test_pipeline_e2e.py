@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from tests.conftest import run_cli
-from tests.helpers import csv_rows, digits_rows, predict_classes, pushed_versions
+from tests.helpers import (
+    check_tracked_run,
+    csv_rows,
+    digits_rows,
+    predict_classes,
+    pushed_versions,
+)
 from tests.test_cli import tree_digest
 
 pytestmark = pytest.mark.e2e
@@ -17,7 +23,7 @@ STEPS = "150"
 # The gate's own thresholds are unit-tested; here they are loosened so that the pipeline's
 # mechanics are tested the same way on every CPU (on a BF16 CPU the AMP trainer really runs
 # bfloat16, whose accuracy after 150 steps may differ from float32's by more than 0.005).
-LOOSE_GATE = ("--accuracy-tolerance", "0.05", "--min-speedup", "0")
+LOOSE_GATE = ("--accuracy-tolerance", "0.05", "--min-speedup", "0", "--tflite-max-int8-drop", "0.1")
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +81,10 @@ def test_digits_run_promotes_and_the_pushed_model_reads_digits(digits_run):
     assert result.stdout.count("/13]") == 13
     assert "gate         PROMOTED" in result.stdout
     assert (out / "logs" / "tfx.log").stat().st_size > 0
+    # MLflow's default store: a SQLite file in the output folder, read back like a server.
+    assert summary["mlflow"]["tracking_uri"] == f"sqlite:///{out / 'mlflow.db'}"
+    check_tracked_run(summary["mlflow"]["tracking_uri"], summary, int(STEPS))
+    assert (out / "report.md").read_text().startswith("# amp-pipeline run: PROMOTED")
     assert (out / "metadata.sqlite").exists()
 
 
@@ -93,7 +103,8 @@ def test_serving_signatures_equal_the_trained_keras_model(digits_run):
     served = loaded.signatures["serving_default"](examples=examples)
     (keras_file,) = (out / "tfx" / "TrainerAmp" / "model_run").glob("*/model.keras")
     model = keras.saving.load_model(keras_file)
-    x = loaded.signatures["transform_features"](examples=examples)["x"]
+    labelled = tf.constant([to_example(r, drop="") for r in rows])
+    x = loaded.signatures["transform_features"](examples=labelled)["x"]
     expected = model.predict(x.numpy(), verbose=0)
     np.testing.assert_allclose(served["probabilities"].numpy(), expected, atol=2e-2)
     assert (served["class_ids"].numpy() == expected.argmax(axis=1)).mean() >= 0.98
@@ -240,6 +251,8 @@ def test_image_folder_and_tfrecord_inputs(tmp_path):
         str(out),
         "--train-steps",
         "60",
+        "--tflite",
+        "none",
         "--accuracy-tolerance",
         "1",
         "--min-speedup",
@@ -263,6 +276,8 @@ def test_image_folder_and_tfrecord_inputs(tmp_path):
         str(out2),
         "--train-steps",
         "30",
+        "--tflite",
+        "none",
         "--accuracy-tolerance",
         "1",
         "--min-speedup",

@@ -1,0 +1,34 @@
+"""The served SavedModel as an MLflow pyfunc model: a DataFrame of raw features in, classes out."""
+
+from __future__ import annotations
+
+import mlflow.pyfunc
+
+
+class ServingModel(mlflow.pyfunc.PythonModel):
+    """Calls the SavedModel's `predict_raw` signature; one DataFrame column per raw feature."""
+
+    def load_context(self, context) -> None:
+        import tensorflow as tf
+
+        self._model = tf.saved_model.load(context.artifacts["saved_model"])
+        self._fn = self._model.signatures["predict_raw"]
+        _, self._specs = self._fn.structured_input_signature
+
+    def predict(self, context, model_input, params=None):
+        import pandas as pd
+        import tensorflow as tf
+
+        missing = sorted(set(self._specs) - set(model_input.columns))
+        if missing:
+            raise ValueError(f"model input lacks feature columns: {', '.join(missing)}")
+        features = {
+            name: tf.constant(model_input[name].to_numpy(), spec.dtype)
+            for name, spec in self._specs.items()
+        }
+        out = self._fn(**features)
+        probs = out["probabilities"].numpy()
+        frame = pd.DataFrame(probs, columns=[f"p_{i}" for i in range(probs.shape[1])])
+        frame.insert(0, "class_id", out["class_ids"].numpy())
+        frame.insert(0, "class", [c.decode() for c in out["classes"].numpy()])
+        return frame

@@ -1,0 +1,128 @@
+"""report.md and its PNG plots: throughput and memory fp32 vs AMP, training curves, loss scale."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_throughput_memory(summary: dict, path: Path) -> Path:
+    plt = _plt()
+    fp32, amp = summary["fp32"], summary["amp"]
+    labels = ["fp32", f"amp\n({summary['policy']})"]
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.6))
+    axes[0].bar(
+        labels, [fp32["examples_per_sec"], amp["examples_per_sec"]], color=["#4c72b0", "#dd8452"]
+    )
+    axes[0].set_title("Throughput (examples/sec)")
+    axes[1].bar(
+        labels, [fp32["peak_memory_mb"], amp["peak_memory_mb"]], color=["#4c72b0", "#dd8452"]
+    )
+    axes[1].set_title("Peak memory (MB)")
+    fig.suptitle(f"{summary['hardware']['device']}: {summary['hardware']['name']}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def plot_training_curves(fp32: dict, amp: dict, path: Path) -> Path:
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.6))
+    for name, figures, color in (("fp32", fp32, "#4c72b0"), ("amp", amp, "#dd8452")):
+        curve = figures.get("curve", {})
+        for ax, key in zip(axes, ("loss", "accuracy"), strict=True):
+            values = curve.get(key, [])
+            ax.plot(
+                range(1, len(values) + 1),
+                values,
+                label=f"{name} ({figures['policy']})",
+                color=color,
+            )
+    for ax, key in zip(axes, ("loss", "accuracy"), strict=True):
+        ax.set_xlabel("step")
+        ax.set_title(f"training {key} (running mean)")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def plot_loss_scale(amp: dict, path: Path) -> Path:
+    plt = _plt()
+    history = amp.get("loss_scale", {}).get("history", [])
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    if history:
+        ax.plot(range(1, len(history) + 1), history, color="#dd8452")
+        ax.set_yscale("log", base=2)
+        ax.set_title(f"loss scale ({amp['loss_scale'].get('overflow_steps', 0)} overflow steps)")
+    else:
+        ax.text(0.5, 0.5, f"no loss scaling under {amp['policy']}", ha="center", va="center")
+        ax.set_axis_off()
+    ax.set_xlabel("step")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _fmt(v, spec: str) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    return format(v, spec)
+
+
+def write_report(summary: dict, fp32: dict, amp: dict, out_dir: Path) -> dict[str, Path]:
+    """Writes the plots and report.md into `out_dir`; returns their paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plots = {
+        "throughput_memory": plot_throughput_memory(summary, out_dir / "throughput_memory.png"),
+        "training_curves": plot_training_curves(fp32, amp, out_dir / "training_curves.png"),
+        "loss_scale": plot_loss_scale(amp, out_dir / "loss_scale.png"),
+    }
+    gate = summary["gate"]
+    lines = [
+        f"# amp-pipeline run: {summary['status'].upper()}",
+        "",
+        f"- Hardware: {summary['hardware']['device']} {summary['hardware']['name']}; "
+        f"AMP recipe {summary['policy']} (XLA {'on' if summary['xla'] else 'off'}, "
+        f"loss scaling {'on' if summary['loss_scaling'] else 'off'}): "
+        f"{summary['hardware']['reason']}",
+        f"- Speedup: **{_fmt(summary['speedup'], '.2f')}x** examples/sec; memory "
+        f"**{_fmt(summary['memory_ratio'], '.2f')}x** ({summary['fp32']['memory_method']})",
+        f"- Accuracy: fp32 {_fmt(summary['fp32']['accuracy'], '.4f')}, amp "
+        f"{_fmt(summary['amp']['accuracy'], '.4f')} "
+        f"(delta {_fmt(summary['accuracy_delta'], '+.4f')})",
+        f"- Gate: {'passed' if gate['passed'] else 'failed: ' + ', '.join(gate['failed'])}",
+        f"- Pushed: {summary['exports']['saved_model'] or 'nothing'}",
+        "",
+        "![throughput and memory](throughput_memory.png)",
+        "",
+        "![training curves](training_curves.png)",
+        "",
+        "![loss scale](loss_scale.png)",
+        "",
+        "| TFLite variant | size KiB | accuracy | agreement | max abs diff | ms/example |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, v in summary["exports"].get("tflite", {}).items():
+        if v.get("converted"):
+            lines.append(
+                f"| {name} | {v['size_bytes'] / 1024:.1f} | {v['accuracy']:.4f} "
+                f"| {v['agreement']:.4f} | {v['max_abs_diff']:.2g} | {v['latency_ms']:.3f} |"
+            )
+        else:
+            lines.append(f"| {name} | failed: {v['error']} | | | | |")
+    report = out_dir / "report.md"
+    report.write_text("\n".join(lines) + "\n")
+    return {"report": report, **plots}

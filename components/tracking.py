@@ -1,0 +1,255 @@
+"""MLflow tracking of a pipeline run: one parent run, child runs for the float32 trainer, the AMP
+trainer, the export and the gate; the AMP model in the registry.
+
+The default store is a SQLite file under the output folder (no server);
+`--tracking-uri` or `MLFLOW_TRACKING_URI` point it at a server.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import subprocess
+import time
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_EXPERIMENT = "amp-pipeline"
+CHAMPION = "champion"
+PARENT_TAG = "mlflow.parentRunId"
+
+
+def default_tracking_uri(output_dir: Path) -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{output_dir / 'mlflow.db'}"
+
+
+def git_commit() -> str:
+    root = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() if out.returncode == 0 else "unknown"
+
+
+def _finite_metrics(metrics: dict[str, float | None]) -> dict[str, float]:
+    return {
+        k: float(v)
+        for k, v in metrics.items()
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+    } | {k: float(v) for k, v in metrics.items() if isinstance(v, bool)}
+
+
+class RunTracker:
+    """Writes one pipeline run to MLflow. Every run it opens ends FINISHED or FAILED."""
+
+    def __init__(self, tracking_uri: str, experiment: str, artifact_root: Path | None = None):
+        import mlflow
+        from mlflow import MlflowClient
+
+        self.tracking_uri = tracking_uri
+        self.experiment = experiment
+        mlflow.set_tracking_uri(tracking_uri)
+        self.client = MlflowClient(tracking_uri)
+        self.experiment_id = self._experiment_id(artifact_root)
+        self.run_id: str | None = None
+        self._open: list[str] = []
+
+    def _experiment_id(self, artifact_root: Path | None) -> str:
+        from mlflow.exceptions import MlflowException
+
+        for _ in range(5):  # two runs may create the experiment at the same time
+            found = self.client.get_experiment_by_name(self.experiment)
+            if found is not None:
+                return found.experiment_id
+            try:
+                location = artifact_root.as_uri() if artifact_root else None
+                return self.client.create_experiment(self.experiment, location)
+            except MlflowException as e:
+                logger.info("create_experiment raced (%s); looking it up again", e)
+                time.sleep(0.2)
+        raise RuntimeError(f"cannot create or find MLflow experiment {self.experiment!r}")
+
+    def _create(self, name: str, tags: dict[str, str], parent: str | None = None) -> str:
+        if parent:
+            tags = {**tags, PARENT_TAG: parent}
+        run = self.client.create_run(self.experiment_id, tags=tags, run_name=name)
+        self._open.append(run.info.run_id)
+        return run.info.run_id
+
+    def _end(self, run_id: str, status: str = "FINISHED") -> None:
+        self.client.set_terminated(run_id, status)
+        if run_id in self._open:
+            self._open.remove(run_id)
+
+    def _log(self, run_id: str, params=None, metrics=None, tags=None, step_metrics=None) -> None:
+        from mlflow.entities import Metric, Param, RunTag
+
+        now = int(time.time() * 1000)
+        ms = [Metric(k, v, now, 0) for k, v in _finite_metrics(metrics or {}).items()]
+        for key, values in (step_metrics or {}).items():
+            ms += [
+                Metric(key, float(v), now, i)
+                for i, v in enumerate(values, start=1)
+                if v is not None and math.isfinite(v)
+            ]
+        ps = [Param(k, str(v)[:6000]) for k, v in (params or {}).items()]
+        ts = [RunTag(k, str(v)[:5000]) for k, v in (tags or {}).items()]
+        for i in range(0, max(len(ms), 1), 900):  # MLflow takes at most 1000 metrics a batch
+            self.client.log_batch(
+                run_id,
+                metrics=ms[i : i + 900],
+                params=ps if i == 0 else [],
+                tags=ts if i == 0 else [],
+            )
+
+    def start(self, name: str, params: dict, tags: dict) -> str:
+        """Opens the parent run (status RUNNING) before the pipeline starts."""
+        self.run_id = self._create(name, {**tags, "git_commit": git_commit()})
+        self._log(self.run_id, params=params)
+        return self.run_id
+
+    def fail(self, error: BaseException | str) -> None:
+        """Ends every open run as FAILED, with the error message as a tag."""
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        for run_id in list(reversed(self._open)):
+            try:
+                self.client.set_tag(run_id, "error", message[:5000])
+                self._end(run_id, "FAILED")
+            except Exception:  # noqa: BLE001 - keep ending the others
+                logger.exception("could not mark MLflow run %s FAILED", run_id)
+
+    def log_trainer(self, name: str, figures: dict, tags: dict) -> str:
+        run = self._create(name, {**tags, "policy": figures["policy"]}, parent=self.run_id)
+        step = figures["step_time_ms"]
+        curve = figures.get("curve", {})
+        steps = {"train_loss": curve.get("loss", []), "train_accuracy": curve.get("accuracy", [])}
+        scale = figures.get("loss_scale", {})
+        if scale.get("history"):
+            steps["loss_scale"] = scale["history"]
+        self._log(
+            run,
+            params={
+                "policy": figures["policy"],
+                "xla": figures.get("xla"),
+                "loss_scaling": figures.get("loss_scaling"),
+                "train_steps": figures["train_steps"],
+                "batch_size": figures["batch_size"],
+                "model": figures["model"],
+            },
+            metrics={
+                "accuracy": figures["accuracy"],
+                "loss": figures["loss"],
+                "examples_per_sec": figures["examples_per_sec"],
+                "step_time_p50_ms": step["p50"],
+                "step_time_p90_ms": step["p90"],
+                "peak_memory_mb": figures["peak_memory_mb"],
+                "overflow_steps": scale.get("overflow_steps", 0),
+            },
+            tags={"memory_method": figures["memory_method"]},
+            step_metrics=steps,
+        )
+        self._end(run)
+        return run
+
+    def log_export(self, summary: dict, tags: dict) -> str:
+        run = self._create("export", tags, parent=self.run_id)
+        metrics = {}
+        for name, v in summary["exports"].get("tflite", {}).items():
+            metrics[f"tflite_{name}_converted"] = bool(v.get("converted"))
+            for key in ("size_bytes", "accuracy", "agreement", "max_abs_diff", "latency_ms"):
+                if key in v:
+                    metrics[f"tflite_{name}_{key}"] = v[key]
+            if v.get("converted") and Path(v["path"]).exists():
+                self.client.log_artifact(run, v["path"], "tflite")
+        self._log(run, metrics=metrics)
+        self._end(run)
+        return run
+
+    def log_gate(self, summary: dict, decision_files: list[Path], tags: dict) -> str:
+        gate = summary["gate"]
+        run = self._create("gate", {**tags, "decision": summary["status"]}, parent=self.run_id)
+        metrics = {"gate_passed": bool(gate["passed"])}
+        for rule in gate["rules"]:
+            metrics[f"rule_{rule['name']}_passed"] = bool(rule["passed"])
+            if rule["value"] is not None:
+                metrics[f"rule_{rule['name']}_value"] = rule["value"]
+        self._log(run, metrics=metrics, tags={"failed_rules": ",".join(gate["failed"]) or "none"})
+        for f in decision_files:
+            self.client.log_artifact(run, str(f))
+        self._end(run)
+        return run
+
+    def register(self, model_name: str, saved_model: str, summary: dict) -> dict:
+        """Logs the served SavedModel as a pyfunc model and registers a version of it."""
+        import mlflow
+
+        from components.pyfunc_model import ServingModel
+
+        with mlflow.start_run(run_id=self.run_id):
+            info = mlflow.pyfunc.log_model(
+                name="model",
+                python_model=ServingModel(),
+                artifacts={"saved_model": saved_model},
+                pip_requirements=["tensorflow==2.16.2", "pandas"],
+            )
+        version = mlflow.register_model(info.model_uri, model_name)
+        gate = summary["gate"]
+        self.client.set_model_version_tag(model_name, version.version, "gate", summary["status"])
+        if summary["status"] == "promoted":
+            self.client.set_registered_model_alias(model_name, CHAMPION, version.version)
+        else:
+            self.client.set_model_version_tag(
+                model_name, version.version, "failed_rules", ",".join(gate["failed"])
+            )
+        return {"name": model_name, "version": version.version, "model_uri": info.model_uri}
+
+    def finish(
+        self,
+        summary: dict,
+        fp32: dict,
+        amp: dict,
+        artifacts: list[Path],
+        decision_files: list[Path],
+        model_name: str,
+        saved_model: str | None,
+        tags: dict,
+    ) -> dict:
+        """Child runs, parent metrics, artifacts, registry; then ends the parent FINISHED."""
+        children = {
+            "fp32": self.log_trainer("fp32-trainer", fp32, tags),
+            "amp": self.log_trainer("amp-trainer", amp, tags),
+            "export": self.log_export(summary, tags),
+            "gate": self.log_gate(summary, decision_files, tags),
+        }
+        registered = self.register(model_name, saved_model, summary) if saved_model else None
+        self._log(
+            self.run_id,
+            metrics={
+                "speedup": summary["speedup"],
+                "memory_ratio": summary["memory_ratio"],
+                "accuracy_delta": summary["accuracy_delta"],
+                "fp32_accuracy": summary["fp32"]["accuracy"],
+                "amp_accuracy": summary["amp"]["accuracy"],
+                "fp32_examples_per_sec": summary["fp32"]["examples_per_sec"],
+                "amp_examples_per_sec": summary["amp"]["examples_per_sec"],
+                "fp32_peak_memory_mb": summary["fp32"]["peak_memory_mb"],
+                "amp_peak_memory_mb": summary["amp"]["peak_memory_mb"],
+                "gate_passed": bool(summary["gate"]["passed"]),
+            },
+            tags={
+                "decision": summary["status"],
+                "failed_rules": ",".join(summary["gate"]["failed"]) or "none",
+            },
+        )
+        for f in artifacts:
+            if f.exists():
+                self.client.log_artifact(self.run_id, str(f))
+        return {"children": children, "registered_model": registered}
+
+    def close(self) -> None:
+        self._end(self.run_id)
