@@ -29,7 +29,7 @@ DECISION_MD = "decision.md"
 class GateDecision(Artifact):
     """decision.json and decision.md of one PromotionGate execution."""
 
-    TYPE_NAME = "GateDecision"
+    TYPE_NAME = "amp_pipeline.GateDecision"  # KFP v2 needs <namespace>.<Name>
 
 
 def overall_accuracy(evaluation_uri: str) -> dict[str, float]:

@@ -23,8 +23,22 @@ class TrainingFailed(RuntimeError):
     """The training process failed; the message carries the end of its log."""
 
 
+def resolve_auto(cfg: dict) -> dict:
+    """Compiled (Kubeflow/Vertex) pipelines leave the recipe to the node the trainer runs on."""
+    if cfg["policy"] != "auto" and cfg["device"] != "auto":
+        return cfg
+    from components.precision import choose_recipe, detect_hardware
+
+    recipe = choose_recipe(detect_hardware())
+    cfg = {**cfg, "device": recipe.hardware.device}
+    if cfg["policy"] == "auto":
+        cfg.update(policy=recipe.policy, xla=recipe.xla, loss_scaling=recipe.loss_scaling)
+        logger.info("Precision recipe on this node: %s (%s)", recipe.policy, recipe.reason)
+    return cfg
+
+
 def spec_from_fn_args(fn_args) -> TrainSpec:
-    cfg = fn_args.custom_config
+    cfg = resolve_auto(fn_args.custom_config)
     return TrainSpec(
         train_files=tuple(fn_args.train_files),
         eval_files=tuple(fn_args.eval_files),

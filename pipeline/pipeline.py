@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
 import tensorflow_model_analysis as tfma
+from kfp.pipeline_spec import pipeline_spec_pb2
 from tfx import v1 as tfx
 
 from components.anomaly_check import AnomalyCheck
 from components.precision import Recipe
 from components.preprocessing import LABEL_KEY
 from components.promotion_gate import PromotionGate
+from kubeflow.deployment import Deployment
 from pipeline.config import RunConfig, model_for, model_name_for, model_options_for
 from pipeline.ingest import DataSpec
 
@@ -59,9 +63,9 @@ def eval_config(config: RunConfig) -> tfma.EvalConfig:
     )
 
 
-def _example_gen(data: DataSpec):
+def _example_gen(data: DataSpec, input_base, pattern: str):
     input_config = tfx.proto.Input(
-        splits=[tfx.proto.Input.Split(name="single_split", pattern=data.input_pattern)]
+        splits=[tfx.proto.Input.Split(name="single_split", pattern=pattern)]
     )
     output_config = tfx.proto.Output(
         split_config=tfx.proto.SplitConfig(
@@ -72,7 +76,7 @@ def _example_gen(data: DataSpec):
         )
     )
     gen = tfx.components.CsvExampleGen if data.format == "csv" else tfx.components.ImportExampleGen
-    return gen(input_base=data.input_base, input_config=input_config, output_config=output_config)
+    return gen(input_base=input_base, input_config=input_config, output_config=output_config)
 
 
 def _trainer(
@@ -82,7 +86,8 @@ def _trainer(
     recipe: Recipe,
     policy: str,
     transform,
-    train_steps: int,
+    train_steps,
+    deployment: Deployment | None,
 ):
     custom_config = {
         "data_spec": data.to_dict(),
@@ -104,14 +109,61 @@ def _trainer(
         "tflite_min_agreement": config.tflite_min_agreement,
         "tflite_max_int8_drop": config.tflite_max_int8_drop,
     }
-    return tfx.components.Trainer(
+    trainer_class = tfx.components.Trainer
+    if deployment is not None:
+        # On the cluster the trainer decides its precision from the GPU it lands on.
+        custom_config.update(
+            policy="float32" if policy == "float32" else "auto",
+            device="auto",
+            xla=False,
+            loss_scaling=False,
+        )
+    if deployment is not None and deployment.target == "vertex":
+        vertex = tfx.extensions.google_cloud_ai_platform
+        trainer_class = vertex.Trainer
+        machine = {"machine_type": deployment.machine_type}
+        if deployment.accelerator_count:
+            machine.update(
+                accelerator_type=deployment.accelerator,
+                accelerator_count=deployment.accelerator_count,
+            )
+        custom_config.update(
+            {
+                vertex.ENABLE_VERTEX_KEY: True,
+                vertex.VERTEX_REGION_KEY: deployment.region,
+                vertex.TRAINING_ARGS_KEY: {
+                    "worker_pool_specs": [
+                        {
+                            "machine_spec": machine,
+                            "replica_count": 1,
+                            "container_spec": {"image_uri": deployment.image},
+                        }
+                    ]
+                },
+            }
+        )
+    trainer = trainer_class(
         run_fn="components.trainer.run_fn",
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
-        train_args=tfx.proto.TrainArgs(num_steps=train_steps),
+        train_args=(
+            train_steps
+            if isinstance(train_steps, tfx.dsl.experimental.RuntimeParameter)
+            else tfx.proto.TrainArgs(num_steps=train_steps)
+        ),
         eval_args=tfx.proto.EvalArgs(num_steps=config.eval_steps),
         custom_config=custom_config,
     ).with_id(node_id)
+    if deployment is not None and deployment.target == "kubeflow" and deployment.accelerator_count:
+        resources = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec
+        trainer.with_platform_config(
+            resources(
+                accelerator=resources.AcceleratorConfig(
+                    type=deployment.kubernetes_accelerator, count=deployment.accelerator_count
+                )
+            )
+        )
+    return trainer
 
 
 def create_pipeline(
@@ -120,10 +172,32 @@ def create_pipeline(
     recipe: Recipe,
     metadata_connection_config=None,
     beam_pipeline_args: list[str] | None = None,
+    deployment: Deployment | None = None,
 ) -> tfx.dsl.Pipeline:
     """The whole pipeline: ingestion and validation, Transform, two trainers, two evaluations
-    (vs float32, vs production), the promotion gate, push."""
-    example_gen = _example_gen(data)
+    (vs float32, vs production), the promotion gate, push.
+
+    With a `deployment` (Kubeflow/Vertex), the data root, the training steps and the accuracy
+    tolerance become runtime parameters, and the trainers request the deployment's GPU.
+    """
+    if deployment is None:
+        data_root, pattern = data.input_base, data.input_pattern
+        train_steps, tolerance = config.train_steps, config.accuracy_tolerance
+        pipeline_root, serving_base = str(config.pipeline_root), str(config.serving_dir)
+    else:
+        RuntimeParameter = tfx.dsl.experimental.RuntimeParameter  # noqa: N806
+        data_root = RuntimeParameter(name="data_root", ptype=str, default=deployment.data_root)
+        # TrainArgs as a whole is the parameter (TFX takes no parameter inside a proto):
+        # a JSON TrainArgs such as {"num_steps": 300}.
+        train_steps = RuntimeParameter(
+            name="train_args", ptype=str, default=json.dumps({"num_steps": config.train_steps})
+        )
+        tolerance = RuntimeParameter(
+            name="accuracy_tolerance", ptype=float, default=config.accuracy_tolerance
+        )
+        pattern = "*"
+        pipeline_root, serving_base = deployment.pipeline_root, deployment.serving_base
+    example_gen = _example_gen(data, data_root, pattern)
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
     schema_gen = tfx.components.SchemaGen(
         statistics=statistics_gen.outputs["statistics"],
@@ -142,7 +216,7 @@ def create_pipeline(
     )
     transform.add_upstream_node(anomaly_check)
     trainer_fp32 = _trainer(
-        TRAINER_FP32, config, data, recipe, "float32", transform, config.train_steps
+        TRAINER_FP32, config, data, recipe, "float32", transform, train_steps, deployment
     )
     trainer_amp = _trainer(
         TRAINER_AMP,
@@ -151,7 +225,8 @@ def create_pipeline(
         recipe,
         recipe.policy,
         transform,
-        config.amp_train_steps or config.train_steps,
+        (config.amp_train_steps or train_steps) if deployment is None else train_steps,
+        deployment,
     )
     evaluator = tfx.components.Evaluator(
         examples=example_gen.outputs["examples"],
@@ -188,7 +263,7 @@ def create_pipeline(
         fp32_run=trainer_fp32.outputs["model_run"],
         amp_run=trainer_amp.outputs["model_run"],
         model=trainer_amp.outputs["model"],
-        accuracy_tolerance=config.accuracy_tolerance,
+        accuracy_tolerance=tolerance,
         min_accuracy=config.min_accuracy,
         min_speedup=config.min_speedup,
     ).with_id(GATE)
@@ -197,13 +272,13 @@ def create_pipeline(
         model_blessing=gate.outputs["blessing"],
         push_destination=tfx.proto.PushDestination(
             filesystem=tfx.proto.PushDestination.Filesystem(
-                base_directory=str(config.serving_dir / model_name_for(config, data))
+                base_directory=f"{serving_base}/{model_name_for(config, data)}"
             )
         ),
     ).with_id(PUSHER)
     return tfx.dsl.Pipeline(
         pipeline_name=config.pipeline_name,
-        pipeline_root=str(config.pipeline_root),
+        pipeline_root=pipeline_root,
         components=[
             example_gen,
             statistics_gen,
