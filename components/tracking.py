@@ -242,6 +242,7 @@ class RunTracker:
                 "gate_passed": bool(summary["gate"]["passed"]),
             },
             tags={
+                **tags,
                 "decision": summary["status"],
                 "failed_rules": ",".join(summary["gate"]["failed"]) or "none",
             },

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import yaml
 
 from components.precision import Hardware, choose_recipe
 from kubeflow.deployment import Deployment
@@ -35,8 +38,24 @@ def compile_pipeline(
             display_name=config.pipeline_name,
             use_pipeline_spec_2_1=True,  # parameterType: what KFP 2 and Vertex read
         ),
-        output_dir=str(output.parent),
-        output_filename=output.name,
     )
-    runner.run(pipeline, write_out=True)
+    defaults = {
+        "data_root": deployment.data_root,
+        "train_args": json.dumps({"num_steps": config.train_steps}),
+        "accuracy_tolerance": config.accuracy_tolerance,
+    }
+    # The runner leaves the parameters' defaults out of the spec: put them in both places a
+    # caller reads them from (the spec's inputDefinitions, the job's runtimeConfig).
+    job = runner.run(pipeline, parameter_values=defaults, write_out=False)
+    declared = job["pipelineSpec"]["root"]["inputDefinitions"]["parameters"]
+    for name, value in defaults.items():
+        declared[name]["defaultValue"] = value
+    if deployment.target == "vertex":
+        output.write_text(json.dumps(job, indent=2, sort_keys=True))
+    else:
+        header = (
+            f"# PIPELINE DEFINITION\n# Name: {config.pipeline_name}\n"
+            f"# Inputs: {', '.join(f'{k} (default {v})' for k, v in defaults.items())}\n"
+        )
+        output.write_text(header + yaml.safe_dump(job["pipelineSpec"], sort_keys=True))
     return output

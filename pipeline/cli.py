@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
+import tempfile
+import warnings
 
 from benchmarks.configs import BENCH_MODELS
+from kubeflow.beam_profiles import BEAM_RUNNERS, BeamProfile
+from kubeflow.deployment import TARGETS
 from pipeline.config import MODELS, SERVING_PRECISIONS, TFLITE_VARIANTS, RunConfig
 from pipeline.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError
 
@@ -73,6 +78,46 @@ def _non_negative(text: str) -> float:
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
     return value
+
+
+def _add_beam_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--beam",
+        choices=BEAM_RUNNERS,
+        default="direct",
+        help="where the Beam-based components run (default: %(default)s)",
+    )
+    p.add_argument(
+        "--beam-workers",
+        type=_positive,
+        default=1,
+        help="DirectRunner workers; > 1 runs them as processes (default: 1)",
+    )
+    p.add_argument("--beam-project", default="", help="Dataflow: GCP project")
+    p.add_argument("--beam-region", default="", help="Dataflow: region")
+    p.add_argument("--beam-temp-location", default="", help="Dataflow: gs:// temp folder")
+    p.add_argument(
+        "--beam-job-endpoint",
+        default="",
+        help="Flink: JobManager host:port; Spark: Beam job server host:port",
+    )
+    p.add_argument(
+        "--beam-environment-type",
+        default="DOCKER",
+        help="Flink/Spark SDK workers: DOCKER, PROCESS or LOOPBACK (default: DOCKER)",
+    )
+
+
+def _beam(args: argparse.Namespace) -> BeamProfile:
+    return BeamProfile(
+        runner=args.beam,
+        workers=args.beam_workers,
+        project=args.beam_project,
+        region=args.beam_region,
+        temp_location=args.beam_temp_location,
+        job_endpoint=args.beam_job_endpoint,
+        environment_type=args.beam_environment_type,
+    )
 
 
 def build_parser() -> Parser:
@@ -213,6 +258,67 @@ def build_parser() -> Parser:
         "--experiment", default=defaults.experiment, help="MLflow experiment (default: %(default)s)"
     )
     run.add_argument("--no-cache", action="store_true", help="rerun every component")
+    _add_beam_flags(run)
+
+    comp = sub.add_parser("compile", help="compile for Kubeflow Pipelines or Vertex AI")
+    comp.add_argument("--target", choices=TARGETS, required=True)
+    comp.add_argument("--image", required=True, help="component image (kubeflow/Dockerfile)")
+    comp.add_argument("--pipeline-root", required=True, help="artifact root, e.g. gs://b/root")
+    comp.add_argument("--output", required=True, help="the .json (vertex) or .yaml file")
+    comp.add_argument(
+        "--data-root",
+        default="",
+        help="default of the data_root parameter (default: PIPELINE_ROOT/data)",
+    )
+    comp.add_argument(
+        "--data",
+        help="a local sample of the data, for its feature layout (default: the embedded digits)",
+    )
+    comp.add_argument("--label", default=defaults.label)
+    comp.add_argument("--model", choices=MODELS, default=defaults.model)
+    comp.add_argument("--model-name", default="")
+    comp.add_argument("--train-steps", type=_positive, default=defaults.train_steps)
+    comp.add_argument("--accuracy-tolerance", type=_fraction, default=defaults.accuracy_tolerance)
+    comp.add_argument("--min-speedup", type=_non_negative, default=defaults.min_speedup)
+    comp.add_argument(
+        "--machine-type",
+        default="n1-standard-8",
+        help="Vertex trainers' machine type (default: %(default)s)",
+    )
+    comp.add_argument(
+        "--accelerator",
+        default="NVIDIA_TESLA_T4",
+        help="Vertex accelerator type, or a Kubernetes resource name such as "
+        "nvidia.com/gpu on Kubeflow (default: %(default)s)",
+    )
+    comp.add_argument(
+        "--accelerator-count",
+        type=int,
+        default=1,
+        help="per trainer; 0 for CPU-only trainers (default: 1)",
+    )
+    comp.add_argument(
+        "--region",
+        default="us-central1",
+        help="Vertex region of the training jobs (default: %(default)s)",
+    )
+    _add_beam_flags(comp)
+
+    sub_vertex = sub.add_parser("submit", help="submit a compiled pipeline to Vertex AI")
+    sub_vertex.add_argument("--target", choices=("vertex",), default="vertex")
+    sub_vertex.add_argument("--job", required=True, help="the compiled PipelineJob JSON")
+    sub_vertex.add_argument("--project", required=True)
+    sub_vertex.add_argument("--region", required=True)
+    sub_vertex.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a pipeline parameter value (repeatable)",
+    )
+    sub_vertex.add_argument(
+        "--dry-run", action="store_true", help="build the request without credentials and print it"
+    )
 
     bench = sub.add_parser(
         "bench", help="AMP vs float32 benchmark: fresh process per configuration, median"
@@ -294,6 +400,7 @@ def _config(args: argparse.Namespace) -> RunConfig:
         enable_cache=not args.no_cache,
         tracking_uri=args.tracking_uri,
         experiment=args.experiment,
+        beam=_beam(args),
     )
 
 
@@ -356,6 +463,73 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compile(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from kubeflow.compile import compile_pipeline
+    from kubeflow.deployment import Deployment
+    from pipeline import ingest
+    from pipeline.config import model_name_for
+
+    try:
+        deployment = Deployment(
+            target=args.target,
+            image=args.image,
+            pipeline_root=args.pipeline_root,
+            data_root=args.data_root or args.pipeline_root.rstrip("/") + "/data",
+            machine_type=args.machine_type,
+            accelerator=args.accelerator,
+            accelerator_count=args.accelerator_count,
+            region=args.region,
+        )
+        config = RunConfig(
+            data=args.data,
+            label=args.label,
+            model=args.model,
+            model_name=args.model_name,
+            train_steps=args.train_steps,
+            accuracy_tolerance=args.accuracy_tolerance,
+            min_speedup=args.min_speedup,
+        )
+        with tempfile.TemporaryDirectory() as tmp:
+            data = ingest.prepare(config.data, config.label, Path(tmp))
+        config = dataclasses.replace(config, model_name=model_name_for(config, data))
+        beam_args = _beam(args).args()
+    except (InputError, ValueError) as e:
+        print(f"amp-pipeline: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    out = compile_pipeline(config, data, deployment, Path(args.output), beam_args)
+    print(f"compiled {config.pipeline_name} for {args.target}: {out}")
+    print("parameters: data_root, train_args (JSON TrainArgs), accuracy_tolerance")
+    return 0
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from kubeflow.submit import submit
+
+    params = {}
+    for item in args.param:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            print(f"amp-pipeline: error: --param {item!r}: expected NAME=VALUE", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        params[name] = value
+    try:
+        result = submit(Path(args.job), args.project, args.region, params, args.dry_run)
+    except InputError as e:
+        print(f"amp-pipeline: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.dry_run:
+        print(f"dry run: would create a PipelineJob in {result['parent']}:")
+        print(json.dumps(result["pipeline_job"], indent=2))
+    else:
+        print(f"submitted {result['submitted']}")
+    return 0
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from components.precision import choose_recipe, detect_hardware
 
@@ -375,8 +549,17 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # google-api-core warns on every import that Python 3.10 nears its end of support.
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.")
     args = build_parser().parse_args(argv)
-    return {"run": cmd_run, "bench": cmd_bench, "doctor": cmd_doctor}[args.command](args)
+    commands = {
+        "run": cmd_run,
+        "bench": cmd_bench,
+        "compile": cmd_compile,
+        "submit": cmd_submit,
+        "doctor": cmd_doctor,
+    }
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import dataclasses
 import re
 from pathlib import Path
 
+from kubeflow.beam_profiles import BeamProfile
 from pipeline.ingest import DataSpec
 
 MODELS = ("auto", "cnn", "mlp", "resnet50", "transformer")
@@ -53,6 +54,7 @@ class RunConfig:
         tracking_uri: MLflow tracking URI; None: $MLFLOW_TRACKING_URI, else a SQLite file
             under `output`.
         experiment: MLflow experiment name.
+        beam: where the Beam-based components run (kubeflow/beam_profiles.py).
     """
 
     data: str | None = None
@@ -82,6 +84,7 @@ class RunConfig:
     enable_cache: bool = True
     tracking_uri: str | None = None
     experiment: str = "amp-pipeline"
+    beam: BeamProfile = BeamProfile()
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:

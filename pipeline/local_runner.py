@@ -13,8 +13,6 @@ from pipeline.progress import captured_output
 
 logger = logging.getLogger(__name__)
 
-BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
-
 
 def _find_input_error(error: BaseException) -> InputError | None:
     """The InputError behind `error` (TFX may wrap what a component raised)."""
@@ -155,7 +153,7 @@ def run(config: RunConfig, console: TextIO) -> dict:
                 metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
                     str(config.metadata_path)
                 ),
-                beam_pipeline_args=BEAM_ARGS,
+                beam_pipeline_args=config.beam.args(),
             )
             progress.total = len(pipeline.components)
             tfx.orchestration.LocalDagRunner().run(pipeline)

@@ -63,7 +63,7 @@ def eval_config(config: RunConfig) -> tfma.EvalConfig:
     )
 
 
-def _example_gen(data: DataSpec, input_base, pattern: str):
+def make_example_gen(data: DataSpec, input_base, pattern: str):
     input_config = tfx.proto.Input(
         splits=[tfx.proto.Input.Split(name="single_split", pattern=pattern)]
     )
@@ -197,7 +197,7 @@ def create_pipeline(
         )
         pattern = "*"
         pipeline_root, serving_base = deployment.pipeline_root, deployment.serving_base
-    example_gen = _example_gen(data, data_root, pattern)
+    example_gen = make_example_gen(data, data_root, pattern)
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
     schema_gen = tfx.components.SchemaGen(
         statistics=statistics_gen.outputs["statistics"],

@@ -1,0 +1,78 @@
+"""Beam pipeline arguments for the data components: DirectRunner, Dataflow, Flink, Spark."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pipeline.errors import InputError
+
+BEAM_RUNNERS = ("direct", "dataflow", "flink", "spark")
+
+
+@dataclasses.dataclass(frozen=True)
+class BeamProfile:
+    """Where ExampleGen, StatisticsGen, Transform and the Evaluators run their Beam jobs.
+
+    Attributes:
+        runner: direct, dataflow, flink or spark.
+        workers: DirectRunner workers; more than 1 runs them as separate processes.
+        project: Dataflow: GCP project.
+        region: Dataflow: region.
+        temp_location: Dataflow: gs:// folder for temporary files.
+        job_endpoint: Flink: the JobManager (host:port); Spark: the Beam job server
+            (host:port) in front of the Spark cluster.
+        environment_type: Flink/Spark: how SDK workers start: DOCKER (the component image),
+            PROCESS or LOOPBACK (local testing).
+        extra: further Beam flags, passed through.
+    """
+
+    runner: str = "direct"
+    workers: int = 1
+    project: str = ""
+    region: str = ""
+    temp_location: str = ""
+    job_endpoint: str = ""
+    environment_type: str = "DOCKER"
+    extra: tuple[str, ...] = ()
+
+    REQUIRED = {
+        "dataflow": ("project", "region", "temp_location"),
+        "flink": ("job_endpoint",),
+        "spark": ("job_endpoint",),
+    }
+
+    def args(self) -> list[str]:
+        """The beam_pipeline_args. Raises InputError naming a missing flag."""
+        if self.runner not in BEAM_RUNNERS:
+            raise InputError(
+                f"--beam {self.runner}: unknown runner; choose from {', '.join(BEAM_RUNNERS)}"
+            )
+        missing = [f for f in self.REQUIRED.get(self.runner, ()) if not getattr(self, f)]
+        if missing:
+            flags = ", ".join(f"--beam-{m.replace('_', '-')}" for m in missing)
+            raise InputError(f"--beam {self.runner} needs {flags}")
+        if self.workers < 1:
+            raise InputError(f"--beam-workers {self.workers}: must be at least 1")
+        if self.runner == "direct":
+            mode = "in_memory" if self.workers == 1 else "multi_processing"
+            out = [f"--direct_running_mode={mode}", f"--direct_num_workers={self.workers}"]
+        elif self.runner == "dataflow":
+            out = [
+                "--runner=DataflowRunner",
+                f"--project={self.project}",
+                f"--region={self.region}",
+                f"--temp_location={self.temp_location}",
+            ]
+        elif self.runner == "flink":
+            out = [
+                "--runner=FlinkRunner",
+                f"--flink_master={self.job_endpoint}",
+                f"--environment_type={self.environment_type}",
+            ]
+        else:
+            out = [
+                "--runner=PortableRunner",
+                f"--job_endpoint={self.job_endpoint}",
+                f"--environment_type={self.environment_type}",
+            ]
+        return out + list(self.extra)

@@ -1,0 +1,203 @@
+"""Compiled Kubeflow/Vertex pipelines parse with kfp's own protos and match the local DAG."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from google.protobuf import json_format
+from kfp.pipeline_spec import pipeline_spec_pb2
+
+from components.precision import Hardware, choose_recipe
+from kubeflow.beam_profiles import BeamProfile
+from kubeflow.deployment import Deployment
+from pipeline.config import RunConfig
+from pipeline.errors import InputError
+from pipeline.ingest import prepare
+from tests.conftest import run_cli
+
+IMAGE = "europe-docker.pkg.dev/acme/ml/amp-pipeline:1.0"
+NODES = {
+    "CsvExampleGen",
+    "StatisticsGen",
+    "SchemaGen",
+    "ExampleValidator",
+    "AnomalyCheck",
+    "Transform",
+    "TrainerFp32",
+    "TrainerAmp",
+    "Evaluator",
+    "EvaluatorProduction",
+    "PromotionGate",
+    "Pusher",
+}
+
+
+def local_dag(tmp_path) -> dict[str, set[str]]:
+    """Each node's upstream nodes in the pipeline the local runner runs."""
+    from pipeline.pipeline import create_pipeline
+
+    config = RunConfig(output=str(tmp_path / "out"), model_name="digits")
+    data = prepare(None, "label", tmp_path / "data")
+    pipeline = create_pipeline(config, data, choose_recipe(Hardware("cpu", "test")))
+    return {c.id: {u.id for u in c.upstream_nodes} for c in pipeline.components}
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("compiled")
+    out = {}
+    for target, name in (("vertex", "job.json"), ("kubeflow", "pipeline.yaml")):
+        result = run_cli(
+            "compile",
+            "--target",
+            target,
+            "--image",
+            IMAGE,
+            "--pipeline-root",
+            "gs://acme/root",
+            "--output",
+            str(tmp / name),
+            "--train-steps",
+            "123",
+            "--accelerator-count",
+            "2",
+            *(["--accelerator", "nvidia.com/gpu"] if target == "kubeflow" else []),
+        )
+        assert result.returncode == 0, result.stderr
+        out[target] = tmp / name
+    return out
+
+
+def _spec(path: Path) -> pipeline_spec_pb2.PipelineSpec:
+    if path.suffix == ".json":
+        raw = json.loads(path.read_text())["pipelineSpec"]
+    else:
+        raw = yaml.safe_load(path.read_text())
+    return json_format.ParseDict(raw, pipeline_spec_pb2.PipelineSpec(), ignore_unknown_fields=True)
+
+
+@pytest.mark.parametrize("target", ["vertex", "kubeflow"])
+def test_compiled_pipeline_has_every_component_image_parameters_and_dag(target, compiled, tmp_path):
+    spec = _spec(compiled[target])
+    tasks = spec.root.dag.tasks
+    assert NODES <= set(tasks)
+    # Every container step runs the project's image.
+    executors = json_format.MessageToDict(spec.deployment_spec)["executors"]
+    containers = {k: v["container"] for k, v in executors.items() if "container" in v}
+    assert {k.removesuffix("_executor") for k in containers} == NODES
+    assert {c["image"] for c in containers.values()} == {IMAGE}
+    # Runtime parameters with their defaults.
+    params = spec.root.input_definitions.parameters
+    assert {"data_root", "train_args", "accuracy_tolerance"} <= set(params)
+    assert params["data_root"].default_value.string_value == "gs://acme/root/data"
+    assert json.loads(params["train_args"].default_value.string_value) == {"num_steps": 123}
+    assert params["accuracy_tolerance"].default_value.number_value == 0.005
+    # The DAG is the local pipeline's (the production resolver compiles to resolver tasks).
+    local = local_dag(tmp_path)
+    for node in NODES:
+        deps = {d.split("-model")[0] for d in tasks[node].dependent_tasks}
+        assert deps == local[node], node
+
+
+def test_kubeflow_trainers_request_gpus(compiled):
+    executors = json_format.MessageToDict(_spec(compiled["kubeflow"]).deployment_spec)["executors"]
+    for trainer in ("TrainerFp32", "TrainerAmp"):
+        resources = executors[f"{trainer}_executor"]["container"]["resources"]
+        assert resources["accelerator"] == {"type": "nvidia.com/gpu", "count": "2"}
+    assert "resources" not in executors["Transform_executor"]["container"]
+
+
+def test_vertex_trainers_use_the_vertex_training_extension_on_the_accelerator(compiled):
+    spec = _spec(compiled["vertex"])
+    executors = json_format.MessageToDict(spec.deployment_spec)["executors"]
+    for trainer in ("TrainerFp32", "TrainerAmp"):
+        args = executors[f"{trainer}_executor"]["container"]["args"]
+        assert "tfx.extensions.google_cloud_ai_platform.trainer.executor.GenericExecutor" in args
+        config = tasks_param(spec, trainer, "custom_config")
+        pool = config["ai_platform_training_args"]["worker_pool_specs"][0]
+        assert pool["machine_spec"]["accelerator_type"] == "NVIDIA_TESLA_T4"
+        assert pool["machine_spec"]["accelerator_count"] == 2
+        assert pool["container_spec"]["image_uri"] == IMAGE
+        assert config["ai_platform_enable_vertex"] is True
+        assert config["policy"] in ("auto", "float32")  # decided on the GPU node
+
+
+def tasks_param(spec, task: str, name: str) -> dict:
+    value = spec.root.dag.tasks[task].inputs.parameters[name]
+    return json.loads(value.runtime_value.constant.string_value)
+
+
+def test_kubeflow_yaml_loads_with_kfp(compiled):
+    from kfp import components
+
+    loaded = components.load_component_from_file(str(compiled["kubeflow"]))
+    assert loaded.name == "amp-pipeline-digits"
+    assert {"data_root", "train_args", "accuracy_tolerance"} <= set(loaded.component_spec.inputs)
+
+
+def test_dry_run_submission_needs_no_credentials(compiled, tmp_path):
+    env_free = run_cli(
+        "submit",
+        "--job",
+        str(compiled["vertex"]),
+        "--project",
+        "acme",
+        "--region",
+        "europe-west4",
+        "--param",
+        'train_args={"num_steps": 7}',
+        "--dry-run",
+    )
+    assert env_free.returncode == 0, env_free.stderr
+    assert "projects/acme/locations/europe-west4" in env_free.stdout
+    assert '"train_args": "{\\"num_steps\\": 7}"' in env_free.stdout
+    bad = run_cli(
+        "submit",
+        "--job",
+        str(compiled["vertex"]),
+        "--project",
+        "acme",
+        "--region",
+        "r",
+        "--param",
+        "epochs=3",
+        "--dry-run",
+    )
+    assert bad.returncode == 2 and "--param epochs: not a pipeline parameter" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("profile", "message"),
+    [
+        (
+            BeamProfile("dataflow", project="p"),
+            "--beam dataflow needs --beam-region, --beam-temp-location",
+        ),
+        (BeamProfile("flink"), "--beam flink needs --beam-job-endpoint"),
+        (BeamProfile("spark"), "--beam spark needs --beam-job-endpoint"),
+    ],
+)
+def test_beam_profiles_name_the_missing_flag(profile, message):
+    with pytest.raises(InputError, match=message):
+        profile.args()
+
+
+def test_beam_profile_arguments():
+    assert BeamProfile("direct", workers=2).args() == [
+        "--direct_running_mode=multi_processing",
+        "--direct_num_workers=2",
+    ]
+    assert BeamProfile("dataflow", project="p", region="r", temp_location="gs://t").args() == [
+        "--runner=DataflowRunner",
+        "--project=p",
+        "--region=r",
+        "--temp_location=gs://t",
+    ]
+    assert "--job_endpoint=js:8099" in BeamProfile("spark", job_endpoint="js:8099").args()
+    assert "--flink_master=fm:8081" in BeamProfile("flink", job_endpoint="fm:8081").args()
+
+
+def test_deployment_validation():
+    with pytest.raises(ValueError, match="Received: target='aws'"):
+        Deployment("aws", "img", "gs://r", "gs://d")
