@@ -63,7 +63,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def check_tracked_run(tracking_uri: str, summary: dict, train_steps: int) -> None:
+def check_tracked_run(
+    tracking_uri: str, summary: dict, train_steps: int, champion: bool = True
+) -> None:
     """Reads a pipeline run back from MLflow and checks what a user would look for."""
     import mlflow
     import pandas as pd
@@ -125,7 +127,8 @@ def check_tracked_run(tracking_uri: str, summary: dict, train_steps: int) -> Non
 
     registered = info["registered_model"]
     version = client.get_model_version(registered["name"], str(registered["version"]))
-    if summary["status"] == "promoted":
+    assert version.tags["gate"] == summary["status"]
+    if summary["status"] == "promoted" and champion:
         alias = client.get_model_version_by_alias(registered["name"], "champion")
         assert alias.version == version.version
     mlflow.set_tracking_uri(tracking_uri)

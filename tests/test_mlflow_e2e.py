@@ -99,12 +99,15 @@ def test_two_concurrent_runs_land_complete_on_a_real_server(mlflow_server, tmp_p
     versions = {s["mlflow"]["registered_model"]["version"] for s in summaries}
     assert len(versions) == 2  # two versions of 'digits', one per run
     for summary in summaries:
-        check_tracked_run(mlflow_server, summary, STEPS)
+        # Both were promoted; the champion alias is on whichever registered last.
+        check_tracked_run(mlflow_server, summary, STEPS, champion=False)
         # Each registered version points back at its own run's model.
         client = MlflowClient(mlflow_server)
         reg = summary["mlflow"]["registered_model"]
         version = client.get_model_version(reg["name"], str(reg["version"]))
         assert version.run_id == summary["mlflow"]["run_id"]
+    champion = MlflowClient(mlflow_server).get_model_version_by_alias("digits", "champion")
+    assert int(champion.version) in versions
 
 
 def test_a_run_that_fails_after_tracking_started_ends_failed_with_its_reason(
