@@ -206,7 +206,7 @@ class RunTracker:
             self.client.set_model_version_tag(
                 model_name, version.version, "failed_rules", ",".join(gate["failed"])
             )
-        return {"name": model_name, "version": version.version, "model_uri": info.model_uri}
+        return {"name": model_name, "version": int(version.version), "model_uri": info.model_uri}
 
     def finish(
         self,
