@@ -32,18 +32,26 @@ class GateDecision(Artifact):
     TYPE_NAME = "amp_pipeline.GateDecision"  # KFP v2 needs <namespace>.<Name>
 
 
-def overall_accuracy(evaluation_uri: str) -> dict[str, float]:
-    """{model name: accuracy} on the overall slice of a TFMA evaluation."""
+def accuracy_by_slice(evaluation_uri: str) -> dict[str, dict[str, float]]:
+    """{slice: {model name: accuracy}} of a TFMA evaluation; the whole split is slice ''."""
     import tensorflow_model_analysis as tfma
 
-    out = {}
+    out: dict[str, dict[str, float]] = {}
     for metrics in tfma.load_metrics(evaluation_uri):
-        if metrics.slice_key.single_slice_keys:
-            continue
+        keys = metrics.slice_key.single_slice_keys
+        name = ",".join(
+            f"{k.column}={k.bytes_value.decode() if k.HasField('bytes_value') else k.int64_value}"
+            for k in keys
+        )
         for kv in metrics.metric_keys_and_values:
             if kv.key.name == ACCURACY and not kv.key.is_diff:
-                out[kv.key.model_name] = kv.value.double_value.value
+                out.setdefault(name, {})[kv.key.model_name] = kv.value.double_value.value
     return out
+
+
+def overall_accuracy(evaluation_uri: str) -> dict[str, float]:
+    """{model name: accuracy} on the whole eval split."""
+    return accuracy_by_slice(evaluation_uri).get("", {})
 
 
 def tfma_failures(evaluation_uri: str) -> list[str]:
@@ -113,6 +121,9 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
         "production": tfma_failures(production_evaluation.uri),
     }
     result["thresholds"] = cfg.__dict__
+    result["per_class_accuracy"] = {
+        k: v for k, v in accuracy_by_slice(parity_evaluation.uri).items() if k
+    }
     os.makedirs(decision.uri, exist_ok=True)
     with open(os.path.join(decision.uri, DECISION_JSON), "w") as f:
         json.dump(result, f, indent=2)

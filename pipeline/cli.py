@@ -424,6 +424,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     print()
     print(format_table(summary))
     print(f"\n  summary      {config.output_dir / 'run_summary.json'}")
+    if summary.get("report"):
+        print(f"  report       {summary['report']}")
+    if summary.get("mlflow"):
+        m = summary["mlflow"]
+        print(
+            f"  mlflow       {m['tracking_uri']} (experiment {m['experiment']}, run {m['run_id']})"
+        )
     return summary["exit_code"]
 
 

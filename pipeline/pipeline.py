@@ -27,8 +27,12 @@ CANDIDATE = "candidate"
 BASELINE = "baseline"
 
 
-def eval_config(config: RunConfig) -> tfma.EvalConfig:
-    """AMP candidate vs float32 baseline: accuracy must not drop by more than the tolerance."""
+def eval_config(config: RunConfig, data: DataSpec) -> tfma.EvalConfig:
+    """AMP candidate vs a baseline, on the whole eval split and per class.
+
+    Metrics: accuracy (gated: no drop beyond the tolerance, at least the minimum), loss, example
+    count, and AUC of the positive class for binary labels.
+    """
 
     def spec(name: str, is_baseline: bool) -> tfma.ModelSpec:
         return tfma.ModelSpec(
@@ -47,19 +51,28 @@ def eval_config(config: RunConfig) -> tfma.EvalConfig:
             absolute={"value": -config.accuracy_tolerance},
         ),
     )
+    metrics_specs = [
+        tfma.MetricsSpec(
+            metrics=[
+                tfma.MetricConfig(
+                    class_name="SparseCategoricalAccuracy", threshold=accuracy_threshold
+                ),
+                tfma.MetricConfig(class_name="SparseCategoricalCrossentropy"),
+                tfma.MetricConfig(class_name="ExampleCount"),
+            ]
+        )
+    ]
+    if data.num_classes == 2:
+        metrics_specs.append(
+            tfma.MetricsSpec(
+                metrics=[tfma.MetricConfig(class_name="AUC")],
+                binarize=tfma.BinarizationOptions(class_ids={"values": [1]}),
+            )
+        )
     return tfma.EvalConfig(
         model_specs=[spec(CANDIDATE, False), spec(BASELINE, True)],
-        slicing_specs=[tfma.SlicingSpec()],
-        metrics_specs=[
-            tfma.MetricsSpec(
-                metrics=[
-                    tfma.MetricConfig(
-                        class_name="SparseCategoricalAccuracy", threshold=accuracy_threshold
-                    ),
-                    tfma.MetricConfig(class_name="ExampleCount"),
-                ]
-            )
-        ],
+        slicing_specs=[tfma.SlicingSpec(), tfma.SlicingSpec(feature_keys=[data.label])],
+        metrics_specs=metrics_specs,
     )
 
 
@@ -232,7 +245,7 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
         model=trainer_amp.outputs["model"],
         baseline_model=trainer_fp32.outputs["model"],
-        eval_config=eval_config(config),
+        eval_config=eval_config(config, data),
         example_splits=["eval"],
     ).with_id(EVALUATOR)
     # The model in production: the latest AMP model the gate promoted (and so pushed).
@@ -253,7 +266,7 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
         model=trainer_amp.outputs["model"],
         baseline_model=production_model.outputs["model"],
-        eval_config=eval_config(config),
+        eval_config=eval_config(config, data),
         example_splits=["eval"],
     ).with_id(EVALUATOR_PRODUCTION)
     gate = PromotionGate(
