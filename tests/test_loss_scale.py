@@ -93,3 +93,17 @@ def test_nan_loss_without_loss_scaling_also_stops():
     model.fit(x, y, batch_size=8, epochs=1, callbacks=[monitor], verbose=0)
     assert monitor.collapse and "NaN/inf for 3 steps" in monitor.collapse
     assert len(monitor.scales) == 3 and monitor.summary()["final"] is None
+
+
+def test_layers_with_non_float32_variables_are_named_under_a_mixed_policy():
+    from components.training import variable_dtype_warnings
+
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    inputs = keras.Input((4,))
+    x = keras.layers.Dense(3, name="ok")(inputs)
+    x = keras.layers.Dense(2, dtype="bfloat16", name="low_precision_weights")(x)
+    model = keras.Model(inputs, x)
+    warnings = variable_dtype_warnings(model, "mixed_bfloat16")
+    assert len(warnings) == 1
+    assert "'low_precision_weights' has bfloat16 variables under mixed_bfloat16" in warnings[0]
+    assert variable_dtype_warnings(model, "float32") == []
