@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import os
 from pathlib import Path
 
 import numpy as np
@@ -131,8 +132,13 @@ def check_tracked_run(
     if summary["status"] == "promoted" and champion:
         alias = client.get_model_version_by_alias(registered["name"], "champion")
         assert alias.version == version.version
+    previous = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(tracking_uri)
-    model = mlflow.pyfunc.load_model(f"models:/{registered['name']}/{version.version}")
+    try:
+        model = mlflow.pyfunc.load_model(f"models:/{registered['name']}/{version.version}")
+    finally:  # set_tracking_uri also exports MLFLOW_TRACKING_URI: undo both
+        mlflow.set_tracking_uri(previous)
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
     rows = digits_rows()[:200]
     frame = pd.DataFrame({f"pixel_{i}": [int(r[f"pixel_{i}"]) for r in rows] for i in range(64)})
     predicted = model.predict(frame)

@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 from mlflow import MlflowClient
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, clean_env, run_cli
 from tests.helpers import check_tracked_run, free_port
 
 pytestmark = pytest.mark.e2e
@@ -85,6 +85,7 @@ def test_two_concurrent_runs_land_complete_on_a_real_server(mlflow_server, tmp_p
                 *LOOSE_GATE,
             ],
             cwd=ROOT,
+            env=clean_env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
