@@ -179,6 +179,25 @@ def tflite_rules(report: dict) -> tuple[Rule, ...]:
     return tuple(rules)
 
 
+def serving_rule(report: dict) -> Rule:
+    """The InfraValidator's verdict: served answers equal in-process ones, latency in budget.
+
+    `report` is serving.validation.validate's result.
+    """
+    budget = report.get("config", {}).get("latency_budget_ms", float("nan"))
+    latency = report.get("latency", {})
+    p99 = max((latency[p]["p99_ms"] for p in ("grpc", "rest") if p in latency), default=None)
+    if report.get("passed"):
+        detail = (
+            f"local server on loopback: gRPC and REST answers equal in process on "
+            f"{report.get('examples', 0)} eval examples; p99 {p99:.1f} ms "
+            f"(budget {budget:g} ms)"
+        )
+    else:
+        detail = "; ".join(report.get("reasons") or ["no report"])
+    return Rule("serving_infra", p99, budget, bool(report.get("passed")), detail)
+
+
 def decide(m: Measurements, cfg: GateConfig, extra: tuple[Rule, ...] = ()) -> dict:
     """Every rule's outcome and the decision: promoted only if every rule passed."""
     rules = [rule(m, cfg) for rule in RULES] + list(extra)

@@ -11,12 +11,13 @@ import os
 from tfx import v1 as tfx
 from tfx.types.artifact import Artifact
 
-from components import gate_rules
+from components import gate_rules, infra_validation
 
 ModelEvaluation = tfx.types.standard_artifacts.ModelEvaluation
 ModelRun = tfx.types.standard_artifacts.ModelRun
 Model = tfx.types.standard_artifacts.Model
 ModelBlessing = tfx.types.standard_artifacts.ModelBlessing
+InfraBlessing = tfx.types.standard_artifacts.InfraBlessing
 InputArtifact = tfx.dsl.components.InputArtifact
 OutputArtifact = tfx.dsl.components.OutputArtifact
 Parameter = tfx.dsl.components.Parameter
@@ -87,6 +88,7 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
     fp32_run: InputArtifact[ModelRun],
     amp_run: InputArtifact[ModelRun],
     model: InputArtifact[Model],
+    infra_blessing: InputArtifact[InfraBlessing],
     blessing: OutputArtifact[ModelBlessing],
     decision: OutputArtifact[GateDecision],
     accuracy_tolerance: Parameter[float] = 0.005,
@@ -106,10 +108,12 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
         amp_examples_per_sec=amp["examples_per_sec"],
         amp_policy=amp["policy"],
     )
-    result = gate_rules.decide(
-        measurements, cfg, extra=gate_rules.tflite_rules(amp.get("export", {}))
-    )
+    with open(os.path.join(infra_blessing.uri, infra_validation.REPORT)) as f:
+        serving = json.load(f)
+    extra = (*gate_rules.tflite_rules(amp.get("export", {})), gate_rules.serving_rule(serving))
+    result = gate_rules.decide(measurements, cfg, extra=extra)
     result["measurements"] = measurements.__dict__
+    result["serving"] = serving
     production_id = (
         production_blessing.get_int_custom_property("baseline_model_id")
         if production_blessing.has_custom_property("baseline_model_id")

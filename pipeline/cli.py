@@ -14,6 +14,7 @@ from kubeflow.beam_profiles import BEAM_RUNNERS, BeamProfile
 from kubeflow.deployment import TARGETS
 from pipeline.config import MODELS, SERVING_PRECISIONS, TFLITE_VARIANTS, RunConfig
 from pipeline.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError
+from serving import cli as serving_cli
 
 POLICIES = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 XLA_CHOICES = ("auto", "on", "off")
@@ -179,6 +180,13 @@ def build_parser() -> Parser:
         default=defaults.min_speedup,
         help="smallest AMP/fp32 throughput ratio that still promotes "
         "(default: %(default)s: AMP must not be slower)",
+    )
+    run.add_argument(
+        "--serving-latency-budget-ms",
+        type=_positive_float,
+        default=defaults.serving_latency_budget_ms,
+        help="infra validation: largest p99 latency of one request to the candidate on the "
+        "local server, gRPC and REST (default: %(default)s)",
     )
     run.add_argument(
         "--amp-train-steps",
@@ -369,6 +377,7 @@ def build_parser() -> Parser:
     bench.add_argument("--output", default="bench", help="output folder (default: %(default)s)")
 
     sub.add_parser("doctor", help="show the hardware and the precision recipe auto would pick")
+    serving_cli.add_parsers(sub)
     return parser
 
 
@@ -385,6 +394,7 @@ def _config(args: argparse.Namespace) -> RunConfig:
         accuracy_tolerance=args.accuracy_tolerance,
         min_accuracy=args.min_accuracy,
         min_speedup=args.min_speedup,
+        serving_latency_budget_ms=args.serving_latency_budget_ms,
         amp_train_steps=args.amp_train_steps,
         learning_rate=args.learning_rate,
         loss_scale_initial=args.loss_scale_initial,
@@ -565,6 +575,7 @@ def main(argv: list[str] | None = None) -> int:
         "compile": cmd_compile,
         "submit": cmd_submit,
         "doctor": cmd_doctor,
+        **serving_cli.COMMANDS,
     }
     return commands[args.command](args)
 

@@ -41,6 +41,8 @@ class RunConfig:
         loss_scale_growth_interval: finite steps before the loss scale doubles.
         collapse_patience: steps with the loss scale at its floor (1.0), or a NaN loss, after
             which training stops with a diagnosis.
+        serving_latency_budget_ms: largest p99 latency of a single-example request to the
+            candidate on the local server (infra validation, gRPC and REST), in milliseconds.
         serving_precision: `float32` (the served SavedModel is rebuilt in float32 with the
             trained weights; runs well on any CPU) or `mixed` (keeps the training policy).
         tflite_variants: TFLite variants to build and check (empty: none).
@@ -74,6 +76,7 @@ class RunConfig:
     loss_scale_initial: float = 2.0**15
     loss_scale_growth_interval: int = 2000
     collapse_patience: int = 20
+    serving_latency_budget_ms: float = 500.0
     serving_precision: str = "float32"
     tflite_variants: tuple[str, ...] = TFLITE_VARIANTS
     tflite_min_agreement: float = 0.995
@@ -143,6 +146,11 @@ class RunConfig:
             raise ValueError(
                 "Invalid value for argument min_speedup: must be >= 0. "
                 f"Received: min_speedup={self.min_speedup!r}"
+            )
+        if not self.serving_latency_budget_ms > 0:
+            raise ValueError(
+                "Invalid value for argument serving_latency_budget_ms: must be > 0. "
+                f"Received: serving_latency_budget_ms={self.serving_latency_budget_ms!r}"
             )
         if self.learning_rate <= 0:
             raise ValueError(

@@ -161,6 +161,11 @@ def run(config: RunConfig, console: TextIO) -> dict:
             result = summary.build_summary(
                 latest.outputs, recipe, dataclasses.asdict(config), data.to_dict(), output
             )
+            if result["status"] == "promoted":
+                from serving.deploy import write_deployment
+
+                paths = write_deployment(config.serving_dir, output / "deploy")
+                result["deploy"] = {k: str(v) for k, v in paths.items()}
             _track_success(tracker, latest, result, config, tags)
         except Exception as e:  # noqa: BLE001 - every failure is reported, then re-raised
             input_error = _find_input_error(e)

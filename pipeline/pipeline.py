@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 
 import tensorflow_model_analysis as tfma
@@ -9,6 +10,7 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 from tfx import v1 as tfx
 
 from components.anomaly_check import AnomalyCheck
+from components.infra_validation import InfraValidator
 from components.precision import Recipe
 from components.preprocessing import LABEL_KEY
 from components.promotion_gate import PromotionGate
@@ -21,6 +23,7 @@ TRAINER_AMP = "TrainerAmp"
 EVALUATOR = "Evaluator"
 PRODUCTION_MODEL = "ProductionModel"
 EVALUATOR_PRODUCTION = "EvaluatorProduction"
+INFRA_VALIDATOR = "InfraValidator"
 GATE = "PromotionGate"
 PUSHER = "Pusher"
 CANDIDATE = "candidate"
@@ -188,7 +191,7 @@ def create_pipeline(
     deployment: Deployment | None = None,
 ) -> tfx.dsl.Pipeline:
     """The whole pipeline: ingestion and validation, Transform, two trainers, two evaluations
-    (vs float32, vs production), the promotion gate, push.
+    (vs float32, vs production), infra validation on the local server, the promotion gate, push.
 
     With a `deployment` (Kubeflow/Vertex), the data root, the training steps and the accuracy
     tolerance become runtime parameters, and the trainers request the deployment's GPU.
@@ -269,6 +272,17 @@ def create_pipeline(
         eval_config=eval_config(config, data),
         example_splits=["eval"],
     ).with_id(EVALUATOR_PRODUCTION)
+    infra_validator = InfraValidator(
+        model=trainer_amp.outputs["model"],
+        examples=example_gen.outputs["examples"],
+        model_name=model_name_for(config, data),
+        latency_budget_ms=config.serving_latency_budget_ms,
+        # A new value per local run: the validation is never answered from the cache. (On a
+        # cluster the compiled value is fixed; the platform's caching option decides.)
+        requested_at=datetime.datetime.now(datetime.timezone.utc).isoformat()
+        if deployment is None
+        else "compiled",
+    ).with_id(INFRA_VALIDATOR)
     gate = PromotionGate(
         parity_evaluation=evaluator.outputs["evaluation"],
         production_evaluation=evaluator_production.outputs["evaluation"],
@@ -276,6 +290,7 @@ def create_pipeline(
         fp32_run=trainer_fp32.outputs["model_run"],
         amp_run=trainer_amp.outputs["model_run"],
         model=trainer_amp.outputs["model"],
+        infra_blessing=infra_validator.outputs["blessing"],
         accuracy_tolerance=tolerance,
         min_accuracy=config.min_accuracy,
         min_speedup=config.min_speedup,
@@ -304,6 +319,7 @@ def create_pipeline(
             evaluator,
             production_model,
             evaluator_production,
+            infra_validator,
             gate,
             pusher,
         ],

@@ -98,6 +98,7 @@ def build_summary(
             "decision_md": str(output_dir / DECISION_MD),
         },
         "exports": exports(pushed_path, amp.get("export", {})),
+        "serving": _serving(decision.get("serving", {})),
         "already_in_production": already,
         "evaluation": {
             "fp32_baseline": outputs[EVALUATOR]["evaluation"].uri,
@@ -159,6 +160,12 @@ def write_summary(summary: dict, output_dir: Path) -> Path:
     path = output_dir / "run_summary.json"
     path.write_text(json.dumps(summary, indent=2, default=str) + "\n")
     return path
+
+
+def _serving(report: dict) -> dict:
+    """The infra validation's verdict and latencies, without its configuration echo."""
+    keys = ("passed", "reasons", "examples", "signatures", "latency")
+    return {k: report[k] for k in keys if k in report}
 
 
 def _fmt(v, spec: str, unit: str = "") -> str:
@@ -227,4 +234,6 @@ def format_table(summary: dict) -> str:
         lines.append(f"  pushed       {summary['exports']['saved_model']}")
     else:
         lines.append("  pushed       nothing (the serving folder is unchanged)")
+    if summary.get("deploy"):
+        lines.append(f"  deploy       {summary['deploy']['models_config']} (+ kubernetes/)")
     return "\n".join(lines)

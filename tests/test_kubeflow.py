@@ -28,6 +28,7 @@ NODES = {
     "TrainerAmp",
     "Evaluator",
     "EvaluatorProduction",
+    "InfraValidator",
     "PromotionGate",
     "Pusher",
 }

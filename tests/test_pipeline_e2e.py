@@ -58,7 +58,17 @@ def test_digits_run_promotes_and_the_pushed_model_reads_digits(digits_run):
         "min_accuracy",
         "production_regression",
         "min_speedup",
+        "serving_infra",
     }
+    # Infra validation served the candidate over gRPC and REST before it was pushed.
+    serving = summary["serving"]
+    assert serving["passed"] and serving["reasons"] == []
+    assert {"serving_default", "predict_raw"} <= set(serving["signatures"])
+    for protocol in ("grpc", "rest"):
+        assert 0 < serving["latency"][protocol]["p99_ms"] <= 500
+    # TF Serving deployment files for what was pushed.
+    assert "name: \"digits\"" in Path(summary["deploy"]["models_config"]).read_text()
+    assert Path(summary["deploy"]["kubernetes"]).is_file()
     pushed = Path(summary["exports"]["saved_model"])
     assert pushed.parent == out / "serving" / "digits"
     rows = digits_rows()[:300]
@@ -78,7 +88,7 @@ def test_digits_run_promotes_and_the_pushed_model_reads_digits(digits_run):
     assert tflite["float16"]["size_bytes"] < 0.6 * tflite["float32"]["size_bytes"]
     assert (pushed / "tflite" / "labels.txt").read_text().split() == [str(i) for i in range(10)]
     # The terminal shows one progress line per component and the final table.
-    assert result.stdout.count("/13]") == 13
+    assert result.stdout.count("/14]") == 14
     assert "gate         PROMOTED" in result.stdout
     assert (out / "logs" / "tfx.log").stat().st_size > 0
     # MLflow's default store: a SQLite file in the output folder, read back like a server.
@@ -130,7 +140,7 @@ def test_rerun_uses_cache_and_keeps_every_pushed_version(digits_run):
 
     cached = run_cli("run", "--output", str(out), "--train-steps", STEPS, *LOOSE_GATE)
     assert cached.returncode == 0, cached.stderr
-    progress = [ln for ln in cached.stdout.splitlines() if "/13]" in ln]
+    progress = [ln for ln in cached.stdout.splitlines() if "/14]" in ln]
     for name in ("CsvExampleGen", "Transform", "TrainerAmp", "TrainerFp32", "Evaluator "):
         (line,) = [ln for ln in progress if f"] {name}" in ln]
         assert "cached" in line, line
@@ -159,7 +169,8 @@ def test_rejection_names_the_rule_and_leaves_production_untouched(digits_run):
     serving = out / "serving" / "digits"
     before = tree_digest(serving)
     newest = pushed_versions(serving)[-1]
-    # Train the AMP candidate for 3 steps only: far below its float32 twin.
+    # Train the AMP candidate for 3 steps only: far below its float32 twin. A latency budget
+    # no server meets fails infra validation too.
     result = run_cli(
         "run",
         "--output",
@@ -168,6 +179,8 @@ def test_rejection_names_the_rule_and_leaves_production_untouched(digits_run):
         STEPS,
         "--amp-train-steps",
         "3",
+        "--serving-latency-budget-ms",
+        "0.001",
         *LOOSE_GATE,
     )
     assert result.returncode == 3, result.stdout + result.stderr
@@ -175,6 +188,8 @@ def test_rejection_names_the_rule_and_leaves_production_untouched(digits_run):
     assert "FAIL accuracy_parity" in result.stdout
     decision = json.loads((out / "decision.json").read_text())
     assert decision["decision"] == "rejected" and "accuracy_parity" in decision["failed"]
+    assert "serving_infra" in decision["failed"]
+    assert "FAIL serving_infra" in result.stdout and "over the budget of" in result.stdout
     assert "| accuracy_parity |" in (out / "decision.md").read_text()
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["status"] == "rejected" and summary["exit_code"] == 3

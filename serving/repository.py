@@ -1,0 +1,261 @@
+"""The models a local server serves: `<base>/<version>/saved_model.pb`, loaded and hot-loaded.
+
+A model directory is laid out as TF Serving (and the Pusher) lay it out: numbered version
+folders under one base path per model. `ModelRepository` accepts either one model base
+(`output/serving/digits`, served as `digits`) or a folder of them (`output/serving`).
+
+Version policy: the newest version is loaded at start and whenever a newer one appears (the
+poller loads it before switching to it, so requests never wait for a load); an older version is
+loaded when a request names it, and kept while at most `max_loaded` versions are. A version
+whose load fails (a push still being copied, a corrupt folder) is retried on the next poll.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from serving.errors import invalid, not_found
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SIGNATURE = "serving_default"
+
+
+@dataclasses.dataclass(frozen=True)
+class InputSpec:
+    name: str
+    dtype: object  # tf.DType
+    shape: tuple[int | None, ...] | None  # None: unknown rank
+
+
+class Servable:
+    """One loaded version of one model: its signatures, callable from many threads."""
+
+    def __init__(self, name: str, version: int, path: Path):
+        import tensorflow as tf
+        from tensorflow.python.saved_model import loader_impl
+
+        self.name, self.version, self.path = name, version, path
+        self._loaded = tf.saved_model.load(str(path))
+        meta_graph = loader_impl.parse_saved_model(str(path)).meta_graphs[0]
+        self.signature_defs = {
+            k: v for k, v in meta_graph.signature_def.items() if not k.startswith("__")
+        }
+        self.functions = dict(self._loaded.signatures)
+        self.inputs: dict[str, dict[str, InputSpec]] = {}
+        for sig, fn in self.functions.items():
+            specs = fn.structured_input_signature[1]
+            self.inputs[sig] = {
+                name: InputSpec(
+                    name,
+                    spec.dtype,
+                    None if spec.shape.rank is None else tuple(spec.shape.as_list()),
+                )
+                for name, spec in specs.items()
+            }
+
+    def signature(self, name: str) -> str:
+        """The signature's name ('' means serving_default); NOT_FOUND-style error if unknown."""
+        name = name or DEFAULT_SIGNATURE
+        if name not in self.functions:
+            raise invalid(
+                f"Serving signature name: '{name}' not found in signature def; model "
+                f"{self.name} version {self.version} has {sorted(self.functions)}"
+            )
+        return name
+
+    def run(self, signature: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Calls the signature on already validated inputs; numpy in, numpy out."""
+        import tensorflow as tf
+
+        specs = self.inputs[signature]
+        tensors = {k: tf.constant(v, dtype=specs[k].dtype) for k, v in inputs.items()}
+        outputs = self.functions[signature](**tensors)
+        return {k: v.numpy() for k, v in outputs.items()}
+
+
+def _versions(base: Path) -> dict[int, Path]:
+    """{version: folder} of the numbered folders holding a saved_model.pb."""
+    found = {}
+    if base.is_dir():
+        for child in base.iterdir():
+            if child.name.isdigit() and (child / "saved_model.pb").is_file():
+                found[int(child.name)] = child
+    return found
+
+
+def discover(model_dir: Path, model_name: str | None = None) -> dict[str, Path]:
+    """{model name: base path} under `model_dir` (one model base, or a folder of them)."""
+    model_dir = Path(model_dir)
+    if _versions(model_dir):
+        return {model_name or model_dir.name: model_dir}
+    models = {}
+    if model_dir.is_dir():
+        for child in sorted(model_dir.iterdir()):
+            if child.is_dir() and _versions(child):
+                models[child.name] = child
+    if model_name is not None:
+        models = {k: v for k, v in models.items() if k == model_name}
+    return models
+
+
+class ModelRepository:
+    """Every model under a directory, its newest version loaded, new versions hot-loaded."""
+
+    def __init__(
+        self,
+        model_dir: Path,
+        model_name: str | None = None,
+        max_loaded: int = 3,
+        loader: Callable[[str, int, Path], Servable] = Servable,
+    ):
+        self.model_dir = Path(model_dir)
+        self.model_name = model_name
+        self.max_loaded = max_loaded
+        self._loader = loader
+        self._lock = threading.Lock()
+        self._bases: dict[str, Path] = {}
+        self._loaded: dict[str, dict[int, Servable]] = {}
+        self._newest: dict[str, int] = {}
+        self._last_used: dict[tuple[str, int], float] = {}
+        self._load_errors: dict[tuple[str, int], str] = {}
+        self._stop = threading.Event()
+        self._poller: threading.Thread | None = None
+
+    # -- discovery and loading ------------------------------------------------------------
+
+    def refresh(self) -> list[tuple[str, int]]:
+        """Rescans the directory; loads every model's newest version. Returns what it loaded."""
+        loaded = []
+        bases = discover(self.model_dir, self.model_name)
+        with self._lock:
+            self._bases = bases
+        for name, base in bases.items():
+            versions = _versions(base)
+            with self._lock:
+                # Versions deleted from disk are no longer served.
+                for v in list(self._loaded.get(name, {})):
+                    if v not in versions:
+                        del self._loaded[name][v]
+                        logger.info("model %s version %d: removed from disk, unloaded", name, v)
+                served = self._newest.get(name)
+            newest = max(versions)
+            if served == newest and newest in self._loaded.get(name, {}):
+                continue
+            servable = self._load(name, newest, versions[newest])
+            if servable is None:
+                continue
+            with self._lock:
+                self._newest[name] = newest
+            loaded.append((name, newest))
+            logger.info("model %s: serving version %d from %s", name, newest, versions[newest])
+        with self._lock:
+            for name in list(self._newest):
+                if name not in bases:
+                    self._newest.pop(name)
+                    self._loaded.pop(name, None)
+        return loaded
+
+    def _load(self, name: str, version: int, path: Path) -> Servable | None:
+        try:
+            servable = self._loader(name, version, path)
+        except Exception as e:  # noqa: BLE001 - a bad or half-copied version must not stop serving
+            message = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            if self._load_errors.get((name, version)) != message:
+                logger.warning("model %s version %d: load failed (%s)", name, version, message)
+            self._load_errors[(name, version)] = message
+            return None
+        self._load_errors.pop((name, version), None)
+        with self._lock:
+            self._loaded.setdefault(name, {})[version] = servable
+            self._last_used[(name, version)] = time.monotonic()
+            self._evict(name)
+        return servable
+
+    def _evict(self, name: str) -> None:
+        loaded = self._loaded[name]
+        while len(loaded) > self.max_loaded:
+            newest = self._newest.get(name, max(loaded))
+            victim = min(
+                (v for v in loaded if v != newest and v != max(loaded)),
+                key=lambda v: self._last_used.get((name, v), 0.0),
+            )
+            del loaded[victim]
+
+    def start_polling(self, interval_s: float) -> None:
+        """Rescans every `interval_s` seconds in a daemon thread until `stop()`."""
+
+        def poll() -> None:
+            while not self._stop.wait(interval_s):
+                try:
+                    self.refresh()
+                except Exception:  # noqa: BLE001 - keep polling; the log has the reason
+                    logger.exception("rescanning %s failed", self.model_dir)
+
+        self._poller = threading.Thread(target=poll, name="model-poller", daemon=True)
+        self._poller.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._poller is not None:
+            self._poller.join(timeout=5)
+
+    # -- lookups -----------------------------------------------------------------------------
+
+    def models(self) -> list[str]:
+        with self._lock:
+            return sorted(self._newest)
+
+    def get(self, name: str, version: int | None = None) -> Servable:
+        """The servable for a request; NOT_FOUND when the model or version is not there."""
+        with self._lock:
+            if name not in self._newest:
+                raise not_found(
+                    f"Servable not found for request: Latest({name}); "
+                    f"this server has {sorted(self._newest) or 'no models'}"
+                )
+            if version is None:
+                version = self._newest[name]
+            servable = self._loaded[name].get(version)
+            base = self._bases.get(name)
+        if servable is None:
+            path = _versions(base).get(version) if base is not None else None
+            if path is None:
+                raise not_found(
+                    f"Servable not found for request: Specific({name}, {version}); "
+                    f"versions on disk: {sorted(_versions(base)) if base else []}"
+                )
+            servable = self._load(name, version, path)
+            if servable is None:
+                raise not_found(
+                    f"Servable not found for request: Specific({name}, {version}): "
+                    f"{self._load_errors.get((name, version), 'load failed')}"
+                )
+        self._last_used[(name, version)] = time.monotonic()
+        return servable
+
+    def status(self, name: str, version: int | None = None) -> list[dict]:
+        """TF Serving's model_version_status entries for the model (or one version)."""
+        with self._lock:
+            if name not in self._newest:
+                raise not_found(f"Could not find any versions of model {name}")
+            versions = sorted(self._loaded[name], reverse=True)
+        if version is not None:
+            if version not in versions:
+                self.get(name, version)  # loads it on request, or raises NOT_FOUND
+            versions = [version]
+        return [
+            {
+                "version": str(v),
+                "state": "AVAILABLE",
+                "status": {"error_code": "OK", "error_message": ""},
+            }
+            for v in versions
+        ]

@@ -1,0 +1,143 @@
+"""TF Serving's REST API: model status, metadata and `:predict`, in its JSON formats.
+
+    GET  /v1/models/<name>[/versions/<n>]
+    GET  /v1/models/<name>[/versions/<n>]/metadata
+    POST /v1/models/<name>[/versions/<n>]:predict
+         {"signature_name": ..., "instances": [...]} or {..., "inputs": ...}
+
+Errors are `{"error": "<message>"}` with 400 (bad request), 404 (unknown model, version or
+path), 413 (body over the size limit) or 500.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import grpc
+from google.protobuf import json_format
+
+from serving.errors import ServingError, invalid, not_found
+from serving.service import PredictionCore
+from serving.tensors import parse_rest_request, to_rest_response
+
+logger = logging.getLogger(__name__)
+
+PATH = re.compile(
+    r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>[^/:]+))?"
+    r"(?P<action>/metadata|:predict)?/?$"
+)
+
+
+class RestServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], core: PredictionCore, max_request_bytes: int):
+        super().__init__(address, RestHandler)
+        self.core = core
+        self.max_request_bytes = max_request_bytes
+
+
+class RestHandler(BaseHTTPRequestHandler):
+    server: RestServer
+    protocol_version = "HTTP/1.1"
+    server_version = "amp-pipeline-serving"
+
+    def log_message(self, format, *args):  # noqa: A002 - the base class's signature
+        logger.debug("%s %s", self.address_string(), format % args)
+
+    def _send(self, status: int, payload: dict) -> None:
+        body = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _route(self):
+        match = PATH.match(self.path.split("?", 1)[0])
+        if match is None:
+            raise not_found(f"Malformed request: {self.command} {self.path}")
+        version = match["version"]
+        if version is not None:
+            if not version.isdigit():
+                raise invalid(f"version must be a number, got '{version}'")
+            version = int(version)
+        return match["name"], version, match["action"] or ""
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        try:
+            name, version, action = self._route()
+            if action == ":predict":
+                raise invalid(":predict needs POST")
+            if action == "/metadata":
+                self._send(200, self._metadata(name, version))
+            else:
+                self._send(
+                    200, {"model_version_status": self.server.core.repository.status(name, version)}
+                )
+        except ServingError as e:
+            self._send(e.http_status, {"error": e.message})
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        try:
+            length = self.headers.get("Content-Length")
+            if length is None or not length.isdigit():
+                self.close_connection = True
+                raise invalid("the request needs a Content-Length header")
+            length = int(length)
+            if length > self.server.max_request_bytes:
+                self.close_connection = True  # the unread body must not be taken for a request
+                raise ServingError(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    f"request body of {length} bytes is over this server's limit of "
+                    f"{self.server.max_request_bytes} bytes",
+                )
+            raw = self.rfile.read(length)
+            name, version, action = self._route()
+            if action != ":predict":
+                raise not_found(f"Malformed request: POST {self.path} (POST is for :predict)")
+            try:
+                body = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                raise invalid(f"the request body is not JSON: {e}") from None
+            self._send(200, self._predict(name, version, body))
+        except ServingError as e:
+            self._send(e.http_status, {"error": e.message})
+        except Exception as e:  # noqa: BLE001 - the server keeps serving; the log has the trace
+            logger.exception("REST request failed")
+            self._send(500, {"error": f"internal error: {type(e).__name__}: {e}"})
+
+    def _metadata(self, name: str, version: int | None) -> dict:
+        from tensorflow_serving.apis import get_model_metadata_pb2
+
+        servable = self.server.core.servable(name, version)
+        signature_map = get_model_metadata_pb2.SignatureDefMap()
+        for key, sig in servable.signature_defs.items():
+            signature_map.signature_def[key].CopyFrom(sig)
+        return {
+            "model_spec": {
+                "name": servable.name,
+                "signature_name": "",
+                "version": str(servable.version),
+            },
+            "metadata": {
+                "signature_def": json_format.MessageToDict(
+                    signature_map, preserving_proto_field_name=True
+                )
+            },
+        }
+
+    def _predict(self, name: str, version: int | None, body) -> dict:
+        core = self.server.core
+        servable = core.servable(name, version)
+        signature_name = body.get("signature_name", "") if isinstance(body, dict) else ""
+        if not isinstance(signature_name, str):
+            raise invalid("'signature_name' must be a string")
+        signature = servable.signature(signature_name)
+        arrays, row_format = parse_rest_request(body, signature, servable.inputs[signature])
+        outputs = core.predict(servable, signature, arrays)
+        return to_rest_response(outputs, row_format)

@@ -1,0 +1,341 @@
+"""`amp-pipeline serve` as a user runs it: a real process on free loopback ports, spoken to with
+tensorflow-serving-api's own stubs and with plain HTTP JSON."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import grpc
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow_serving.apis import (
+    get_model_metadata_pb2,
+    get_model_status_pb2,
+    model_service_pb2_grpc,
+    predict_pb2,
+    prediction_service_pb2_grpc,
+)
+
+from benchmarks.serving_load import grpc_call_factory, load, stop_server, wait_ready
+from serving.client import ClientConfig
+from tests import serving_models
+from tests.conftest import ROOT, clean_env
+from tests.helpers import free_port
+
+pytestmark = pytest.mark.e2e
+
+MODEL = "toy"
+MAX_REQUEST_BYTES = 64 * 1024
+X = np.random.default_rng(0).normal(size=(5, serving_models.N_FEATURES)).astype("float32")
+
+
+class Server:
+    def __init__(self, base, grpc_port, rest_port, process):
+        self.base, self.grpc_port, self.rest_port, self.process = (
+            base,
+            grpc_port,
+            rest_port,
+            process,
+        )
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
+        self.stub = prediction_service_pb2_grpc.PredictionServiceStub(self.channel)
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.rest_port}{path}"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    base = tmp_path_factory.mktemp("serving") / MODEL
+    serving_models.build(base / "1", seed=1)
+    grpc_port, rest_port = free_port(), free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable, "-m", "pipeline.cli", "serve",
+            "--model-dir", str(base),
+            "--grpc-port", str(grpc_port),
+            "--rest-port", str(rest_port),
+            "--poll-seconds", "0.5",
+            "--max-request-mb", str(MAX_REQUEST_BYTES / 1024 / 1024),
+        ],
+        cwd=ROOT,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        wait_ready(ClientConfig(grpc_port=grpc_port, rest_port=rest_port), process, MODEL)
+        yield Server(base, grpc_port, rest_port, process)
+    finally:
+        stop_server(process)
+    assert process.returncode == 0, process.stderr.read()[-2000:]
+
+
+def in_process(path, signature: str, **inputs) -> dict:
+    fn = tf.saved_model.load(str(path)).signatures[signature]
+    return {k: v.numpy() for k, v in fn(**{k: tf.constant(v) for k, v in inputs.items()}).items()}
+
+
+def predict_request(signature="serving_default", version=None, **inputs):
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = MODEL
+    request.model_spec.signature_name = signature
+    if version is not None:
+        request.model_spec.version.value = version
+    for name, value in inputs.items():
+        request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
+    return request
+
+
+def http(server, method: str, path: str, body: bytes | None = None) -> tuple[int, dict]:
+    request = urllib.request.Request(server.url(path), data=body, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def raw_inputs(x=X) -> dict:
+    return {name: x[:, i] for i, name in enumerate(serving_models.FEATURES)}
+
+
+def assert_healthy(server) -> None:
+    status, body = http(server, "GET", f"/v1/models/{MODEL}")
+    assert status == 200 and body["model_version_status"][0]["state"] == "AVAILABLE"
+    response = server.stub.Predict(predict_request("predict_raw", **raw_inputs()), timeout=10)
+    assert tf.make_ndarray(response.outputs["probabilities"]).shape == (5, 3)
+
+
+def test_metadata_over_grpc_and_rest_lists_the_signatures(server):
+    request = get_model_metadata_pb2.GetModelMetadataRequest()
+    request.model_spec.name = MODEL
+    request.metadata_field.append("signature_def")
+    response = server.stub.GetModelMetadata(request, timeout=10)
+    signatures = get_model_metadata_pb2.SignatureDefMap()
+    response.metadata["signature_def"].Unpack(signatures)
+    assert set(signatures.signature_def) == {"serving_default", "predict_raw"}
+    assert set(signatures.signature_def["predict_raw"].inputs) == set(serving_models.FEATURES)
+    assert response.model_spec.version.value == 1
+
+    status, body = http(server, "GET", f"/v1/models/{MODEL}/metadata")
+    assert status == 200
+    assert body["model_spec"]["version"] == "1"
+    rest_signatures = body["metadata"]["signature_def"]["signature_def"]
+    assert rest_signatures["serving_default"]["inputs"]["examples"]["dtype"] == "DT_STRING"
+
+    model_stub = model_service_pb2_grpc.ModelServiceStub(server.channel)
+    status_request = get_model_status_pb2.GetModelStatusRequest()
+    status_request.model_spec.name = MODEL
+    (version,) = model_stub.GetModelStatus(status_request, timeout=10).model_version_status
+    assert (
+        version.version == 1 and version.state == get_model_status_pb2.ModelVersionStatus.AVAILABLE
+    )
+
+
+def test_predictions_over_grpc_and_rest_equal_the_savedmodel_in_process(server):
+    want = in_process(server.base / "1", "predict_raw", **raw_inputs())
+    examples = serving_models.examples(X)
+
+    response = server.stub.Predict(
+        predict_request(examples=np.array(examples, dtype=object)), timeout=10
+    )
+    assert response.model_spec.signature_name == "serving_default"
+    np.testing.assert_allclose(
+        tf.make_ndarray(response.outputs["probabilities"]), want["probabilities"], atol=1e-6
+    )
+    np.testing.assert_array_equal(tf.make_ndarray(response.outputs["class_ids"]), want["class_ids"])
+
+    rows = [{"b64": base64.b64encode(e).decode()} for e in examples]
+    status, body = http(
+        server, "POST", f"/v1/models/{MODEL}:predict", json.dumps({"instances": rows}).encode()
+    )
+    assert status == 200
+    np.testing.assert_allclose(
+        [p["probabilities"] for p in body["predictions"]], want["probabilities"], atol=1e-6
+    )
+    assert [p["classes"] for p in body["predictions"]] == [c.decode() for c in want["classes"]]
+
+    status, body = http(server, "POST", f"/v1/models/{MODEL}/versions/1:predict", raw_body())
+    assert status == 200
+    np.testing.assert_allclose(body["outputs"]["probabilities"], want["probabilities"], atol=1e-6)
+    assert body["outputs"]["class_ids"] == want["class_ids"].tolist()
+
+
+GRPC_BAD = {
+    "wrong shape": (
+        lambda: predict_request("predict_raw", **{**raw_inputs(), "f0": X[:, :2]}),
+        "expects shape",
+    ),
+    "wrong dtype": (
+        lambda: predict_request("predict_raw", **{**raw_inputs(), "f0": X[:, 0].astype("int32")}),
+        "expects float32, got int32",
+    ),
+    "unknown signature": (lambda: predict_request("nope", **raw_inputs()), "'nope' not found"),
+    "unknown input": (
+        lambda: predict_request("predict_raw", **raw_inputs(), extra=X[:, 0]),
+        "'extra' is not an input",
+    ),
+    "malformed tensor": (lambda: _malformed(), "malformed TensorProto"),
+}
+
+
+def _malformed():
+    request = predict_request("predict_raw", **raw_inputs())
+    request.inputs["f0"].tensor_content = b"\x00\x01\x02"  # 3 bytes for 5 float32 values
+    return request
+
+
+@pytest.mark.parametrize("case", sorted(GRPC_BAD))
+def test_bad_grpc_requests_are_invalid_argument_and_the_server_keeps_serving(server, case):
+    make, message = GRPC_BAD[case]
+    with pytest.raises(grpc.RpcError) as e:
+        server.stub.Predict(make(), timeout=10)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert message in e.value.details()
+    assert_healthy(server)
+
+
+@pytest.mark.parametrize(
+    "version, code", [(None, grpc.StatusCode.NOT_FOUND), (99, grpc.StatusCode.NOT_FOUND)]
+)
+def test_unknown_model_or_version_over_grpc_is_not_found(server, version, code):
+    request = predict_request("predict_raw", version=version, **raw_inputs())
+    if version is None:
+        request.model_spec.name = "no-such-model"
+    with pytest.raises(grpc.RpcError) as e:
+        server.stub.Predict(request, timeout=10)
+    assert e.value.code() == code
+    assert_healthy(server)
+
+
+def raw_body(signature="predict_raw", **override) -> bytes:
+    columns = {k: v.tolist() for k, v in raw_inputs().items()}
+    return json.dumps({"signature_name": signature, "inputs": {**columns, **override}}).encode()
+
+
+PREDICT = f"/v1/models/{MODEL}:predict"
+REST_BAD = {
+    "not json": (PREDICT, b"{not json", 400, "not JSON"),
+    "wrong shape": (PREDICT, raw_body(f0=[[1.0, 2.0]] * 5), 400, "expects shape"),
+    "wrong dtype": (
+        PREDICT,
+        raw_body(f0=["a"] * 5),
+        400,
+        "expects float32 values, got JSON strings",
+    ),
+    "unknown signature": (PREDICT, raw_body("nope"), 400, "'nope' not found"),
+    "neither instances nor inputs": (PREDICT, b"{}", 400, "exactly one"),
+    "unknown model": ("/v1/models/no-such-model:predict", raw_body(), 404, "not found"),
+    "unknown version": (f"/v1/models/{MODEL}/versions/99:predict", raw_body(), 404, "not found"),
+    "too large": (PREDICT, b" " * (MAX_REQUEST_BYTES + 1), 413, "over this server's limit"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REST_BAD))
+def test_bad_rest_requests_get_an_error_status_with_a_message_and_the_server_keeps_serving(
+    server, case
+):
+    path, body, want_status, message = REST_BAD[case]
+    status, payload = http(server, "POST", path, body)
+    assert status == want_status
+    assert message in payload["error"]
+    assert_healthy(server)
+
+
+def test_a_grpc_request_over_the_size_limit_is_refused(server):
+    big = np.zeros(MAX_REQUEST_BYTES // 4 + 1024, dtype="float32")
+    with pytest.raises(grpc.RpcError) as e:
+        server.stub.Predict(
+            predict_request("predict_raw", **{**raw_inputs(), "f0": big}), timeout=10
+        )
+    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert_healthy(server)
+
+
+def test_load_of_bounded_count_and_time_has_no_errors(server):
+    factory = grpc_call_factory(
+        ClientConfig(grpc_port=server.grpc_port, rest_port=server.rest_port),
+        MODEL,
+        serving_models.examples(X[:1]),
+    )
+    result = load(factory, clients=4, duration_s=3.0, max_requests=300)
+    assert result["errors"] == 0, result["first_errors"]
+    assert 0 < result["requests"] <= 300
+    assert result["p99_ms"] is not None
+    assert_healthy(server)
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "rest"])
+def test_predict_command_prints_the_served_classes(server, tmp_path, cli, protocol):
+    rows = tmp_path / "rows.csv"
+    rows.write_text(
+        ",".join(serving_models.FEATURES)
+        + "\n"
+        + "\n".join(",".join(f"{v:.6f}" for v in row) for row in X)
+        + "\n"
+    )
+    result = cli(
+        "predict", "--model", MODEL, "--csv", str(rows), "--protocol", protocol,
+        "--grpc-port", str(server.grpc_port), "--rest-port", str(server.rest_port),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    served = int(result.stdout.split("version ")[1].split()[0])
+    x = np.loadtxt(rows, delimiter=",", skiprows=1, dtype="float32")
+    want = in_process(server.base / str(served), "predict_raw", **raw_inputs(x))
+    printed = [line.split()[1] for line in result.stdout.splitlines()[2:]]
+    assert printed == [c.decode() for c in want["classes"]]
+
+
+def test_predict_command_names_a_missing_column_and_an_unreachable_server(server, tmp_path, cli):
+    rows = tmp_path / "rows.csv"
+    rows.write_text("f0,f1,f2\n1,2,3\n")
+    result = cli(
+        "predict", "--model", MODEL, "--csv", str(rows), "--grpc-port", str(server.grpc_port)
+    )
+    assert result.returncode == 2
+    assert "column 'f3' is missing" in result.stderr
+
+    result = cli(
+        "predict", "--model", MODEL, "--csv", str(rows), "--grpc-port", str(free_port()),
+        "--retries", "1", "--timeout", "2",
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "UNAVAILABLE" in result.stderr and "after 2 attempts" in result.stderr
+
+
+def test_a_new_version_is_served_without_a_restart_and_the_old_one_on_request(server):
+    # Last in this module: it changes what the server serves.
+    new = serving_models.build(server.base.parent / "staging-2", seed=2)
+    new.rename(server.base / "2")  # appears whole, as a push does once copied
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        response = server.stub.Predict(predict_request("predict_raw", **raw_inputs()), timeout=10)
+        if response.model_spec.version.value == 2:
+            break
+        time.sleep(0.2)
+    assert response.model_spec.version.value == 2
+    want = in_process(server.base / "2", "predict_raw", **raw_inputs())
+    np.testing.assert_allclose(
+        tf.make_ndarray(response.outputs["probabilities"]), want["probabilities"], atol=1e-6
+    )
+
+    status, body = http(
+        server,
+        "POST",
+        f"/v1/models/{MODEL}/versions/1:predict",
+        raw_body(),
+    )
+    assert status == 200
+    old = in_process(server.base / "1", "predict_raw", **raw_inputs())
+    np.testing.assert_allclose(body["outputs"]["probabilities"], old["probabilities"], atol=1e-6)
+    status, body = http(server, "GET", f"/v1/models/{MODEL}")
+    assert [s["version"] for s in body["model_version_status"]][0] == "2"
