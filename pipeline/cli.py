@@ -12,6 +12,7 @@ import warnings
 from benchmarks.configs import BENCH_MODELS
 from kubeflow.beam_profiles import BEAM_RUNNERS, BeamProfile
 from kubeflow.deployment import TARGETS
+from pipeline import argtypes
 from pipeline.config import MODELS, SERVING_PRECISIONS, TFLITE_VARIANTS, RunConfig
 from pipeline.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError
 from serving import cli as serving_cli
@@ -25,20 +26,6 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):  # noqa: D102
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
-
-
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
-    return value
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
-    return value
 
 
 def _variants(text: str) -> tuple[str, ...]:
@@ -67,20 +54,6 @@ def _names(allowed: tuple[str, ...]):
     return parse
 
 
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
-
-
-def _non_negative(text: str) -> float:
-    value = float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
-
-
 def _add_beam_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--beam",
@@ -90,7 +63,7 @@ def _add_beam_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--beam-workers",
-        type=_positive,
+        type=argtypes.positive,
         default=1,
         help="DirectRunner workers; > 1 runs them as processes (default: 1)",
     )
@@ -155,67 +128,70 @@ def build_parser() -> Parser:
     )
     run.add_argument(
         "--train-steps",
-        type=_positive,
+        type=argtypes.positive,
         default=defaults.train_steps,
         help="training steps of each trainer (default: %(default)s)",
     )
     run.add_argument(
-        "--batch-size", type=_positive, default=defaults.batch_size, help="(default: %(default)s)"
+        "--batch-size",
+        type=argtypes.positive,
+        default=defaults.batch_size,
+        help="(default: %(default)s)",
     )
     run.add_argument(
         "--accuracy-tolerance",
-        type=_fraction,
+        type=argtypes.fraction,
         default=defaults.accuracy_tolerance,
         help="largest accuracy drop of AMP vs fp32 that still promotes (default: %(default)s)",
     )
     run.add_argument(
         "--min-accuracy",
-        type=_fraction,
+        type=argtypes.fraction,
         default=defaults.min_accuracy,
         help="smallest AMP accuracy that still promotes (default: %(default)s)",
     )
     run.add_argument(
         "--min-speedup",
-        type=_non_negative,
+        type=argtypes.non_negative,
         default=defaults.min_speedup,
         help="smallest AMP/fp32 throughput ratio that still promotes "
         "(default: %(default)s: AMP must not be slower)",
     )
     run.add_argument(
         "--serving-latency-budget-ms",
-        type=_positive_float,
+        type=argtypes.positive_float,
         default=defaults.serving_latency_budget_ms,
         help="infra validation: largest p99 latency of one request to the candidate on the "
         "local server, gRPC and REST (default: %(default)s)",
     )
     run.add_argument(
         "--amp-train-steps",
-        type=_positive,
+        type=argtypes.positive,
         default=None,
         help="train the AMP candidate for N steps instead of --train-steps: "
         "shows a rejection on purpose (demos, tests)",
     )
     run.add_argument(
         "--learning-rate",
-        type=_positive_float,
+        type=argtypes.positive_float,
         default=defaults.learning_rate,
         help="Adam learning rate of both trainers (default: %(default)s)",
     )
     run.add_argument(
         "--loss-scale-initial",
-        type=_positive_float,
+        type=argtypes.positive_float,
         default=defaults.loss_scale_initial,
         help="initial dynamic loss scale for mixed_float16 (default: %(default)s)",
     )
     run.add_argument(
         "--loss-scale-growth-interval",
-        type=_positive,
+        type=argtypes.positive,
         default=defaults.loss_scale_growth_interval,
         help="finite steps before the loss scale doubles (default: %(default)s)",
     )
     run.add_argument(
         "--collapse-patience",
-        type=_positive,
+        type=argtypes.positive,
         default=defaults.collapse_patience,
         help="steps with the loss scale at its floor or a NaN loss before training stops "
         "with a diagnosis (default: %(default)s)",
@@ -236,20 +212,20 @@ def build_parser() -> Parser:
     )
     run.add_argument(
         "--tflite-min-agreement",
-        type=_fraction,
+        type=argtypes.fraction,
         default=defaults.tflite_min_agreement,
         help="float32/float16 TFLite: smallest share of predictions equal to the SavedModel's "
         "(default: %(default)s)",
     )
     run.add_argument(
         "--tflite-max-int8-drop",
-        type=_fraction,
+        type=argtypes.fraction,
         default=defaults.tflite_max_int8_drop,
         help="int8 TFLite: largest accuracy drop vs the SavedModel (default: %(default)s)",
     )
     run.add_argument(
         "--image-size",
-        type=_positive,
+        type=argtypes.positive,
         default=defaults.image_size,
         help="side length image folders are resized to (default: %(default)s)",
     )
@@ -285,9 +261,11 @@ def build_parser() -> Parser:
     comp.add_argument("--label", default=defaults.label)
     comp.add_argument("--model", choices=MODELS, default=defaults.model)
     comp.add_argument("--model-name", default="")
-    comp.add_argument("--train-steps", type=_positive, default=defaults.train_steps)
-    comp.add_argument("--accuracy-tolerance", type=_fraction, default=defaults.accuracy_tolerance)
-    comp.add_argument("--min-speedup", type=_non_negative, default=defaults.min_speedup)
+    comp.add_argument("--train-steps", type=argtypes.positive, default=defaults.train_steps)
+    comp.add_argument(
+        "--accuracy-tolerance", type=argtypes.fraction, default=defaults.accuracy_tolerance
+    )
+    comp.add_argument("--min-speedup", type=argtypes.non_negative, default=defaults.min_speedup)
     comp.add_argument(
         "--machine-type",
         default="n1-standard-8",
@@ -349,28 +327,30 @@ def build_parser() -> Parser:
         default=("off",),
         help="comma-separated of on,off (default: off)",
     )
-    bench.add_argument("--batch-size", type=_positive, default=64, help="(default: %(default)s)")
+    bench.add_argument(
+        "--batch-size", type=argtypes.positive, default=64, help="(default: %(default)s)"
+    )
     bench.add_argument(
         "--image-size",
-        type=_positive,
+        type=argtypes.positive,
         default=96,
         help="resnet50 input side (default: %(default)s)",
     )
     bench.add_argument(
         "--steps",
-        type=_positive,
+        type=argtypes.positive,
         default=20,
         help="measured steps per run, after the warm-up (default: %(default)s)",
     )
     bench.add_argument(
         "--warmup-steps",
-        type=_positive,
+        type=argtypes.positive,
         default=3,
         help="steps excluded from the figures (default: %(default)s)",
     )
     bench.add_argument(
         "--repeats",
-        type=_positive,
+        type=argtypes.positive,
         default=3,
         help="runs per configuration; the median is reported (default: 3)",
     )

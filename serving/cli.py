@@ -10,38 +10,16 @@ import sys
 import threading
 from pathlib import Path
 
+from pipeline.argtypes import port, positive, positive_float
 from pipeline.errors import EXIT_BAD_INPUT, EXIT_FAILED
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-def _port(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(
-            f"must be a port number 0-65535 (0: any free port), got {text}"
-        )
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
-    return value
-
-
 def _add_endpoint_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="server address (default: %(default)s)")
-    p.add_argument("--grpc-port", type=_port, default=8500, help="(default: %(default)s)")
-    p.add_argument("--rest-port", type=_port, default=8501, help="(default: %(default)s)")
+    p.add_argument("--grpc-port", type=port, default=8500, help="(default: %(default)s)")
+    p.add_argument("--rest-port", type=port, default=8501, help="(default: %(default)s)")
 
 
 def add_parsers(sub) -> None:
@@ -58,18 +36,18 @@ def add_parsers(sub) -> None:
     serve.add_argument("--model-name", help="serve only this model / name the single model")
     serve.add_argument(
         "--poll-seconds",
-        type=_positive_float,
+        type=positive_float,
         default=1.0,
         help="how often new versions are looked for (default: %(default)s)",
     )
     serve.add_argument(
         "--max-request-mb",
-        type=_positive_float,
+        type=positive_float,
         default=16.0,
         help="largest request accepted, gRPC and REST (default: %(default)s)",
     )
     serve.add_argument("--no-batching", action="store_true", help="run every request alone")
-    serve.add_argument("--max-batch-size", type=_positive_int, default=64, help="(default: 64)")
+    serve.add_argument("--max-batch-size", type=positive, default=64, help="(default: 64)")
     serve.add_argument(
         "--batch-timeout-ms",
         type=float,
@@ -79,7 +57,7 @@ def add_parsers(sub) -> None:
     )
     serve.add_argument(
         "--num-batch-threads",
-        type=_positive_int,
+        type=positive,
         default=1,
         help="batches run at once (default: 1)",
     )
@@ -100,7 +78,7 @@ def add_parsers(sub) -> None:
         default="predict_raw",
         help="signature taking raw features (default: %(default)s)",
     )
-    predict.add_argument("--timeout", type=_positive_float, default=10.0, help="seconds per call")
+    predict.add_argument("--timeout", type=positive_float, default=10.0, help="seconds per call")
     predict.add_argument(
         "--retries", type=int, default=3, help="retries on UNAVAILABLE (default: %(default)s)"
     )
@@ -115,7 +93,7 @@ def add_parsers(sub) -> None:
         default="/models",
         help="the serving folder inside the container, or a gs:// URI (default: %(default)s)",
     )
-    deploy.add_argument("--keep-versions", type=_positive_int, default=2, help="(default: 2)")
+    deploy.add_argument("--keep-versions", type=positive, default=2, help="(default: 2)")
     deploy.add_argument("--no-batching", action="store_true")
     add_bench_parser(sub)
 
@@ -136,13 +114,13 @@ def add_bench_parser(sub) -> None:
         default="output/tfx/CsvExampleGen/examples/*/Split-eval/*",
         help="TFRecord (gzip) glob of raw serialized examples (default: the run's eval split)",
     )
-    bench.add_argument("--examples-per-request", type=_positive_int, default=1)
-    bench.add_argument("--clients", type=_positive_int, default=8, help="(default: 8)")
+    bench.add_argument("--examples-per-request", type=positive, default=1)
+    bench.add_argument("--clients", type=positive, default=8, help="(default: 8)")
     bench.add_argument(
-        "--duration", type=_positive_float, default=20.0, help="seconds per setting (default: 20)"
+        "--duration", type=positive_float, default=20.0, help="seconds per setting (default: 20)"
     )
-    bench.add_argument("--grpc-port", type=_port, default=0, help="(default: a free port)")
-    bench.add_argument("--rest-port", type=_port, default=0, help="(default: a free port)")
+    bench.add_argument("--grpc-port", type=port, default=0, help="(default: a free port)")
+    bench.add_argument("--rest-port", type=port, default=0, help="(default: a free port)")
     bench.add_argument("--output", type=Path, default=Path("bench"))
 
 

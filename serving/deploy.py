@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import yaml
@@ -93,7 +94,7 @@ def kubernetes_manifests(spec: DeploymentSpec, gpu: bool = False) -> list[dict]:
     files = {"models.config": models_config(spec)}
     if spec.batching is not None:
         files["batching_parameters.txt"] = batching_parameters(spec.batching)
-    limits = {"cpu": str(2 * float(spec.cpu)).removesuffix(".0"), "memory": _double(spec.memory)}
+    limits = {"cpu": _double(spec.cpu), "memory": _double(spec.memory)}
     if gpu:
         limits["nvidia.com/gpu"] = 1
     readiness_path = f"/v1/models/{spec.models[0]}"
@@ -164,8 +165,11 @@ def kubernetes_manifests(spec: DeploymentSpec, gpu: bool = False) -> list[dict]:
 
 
 def _double(quantity: str) -> str:
-    digits = quantity.rstrip("KMGTPEi")
-    return f"{2 * int(digits)}{quantity[len(digits) :]}"
+    """Twice a Kubernetes quantity: "1" -> "2", "500m" -> "1000m", "2Gi" -> "4Gi"."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([a-zA-Z]*)", quantity)
+    if match is None:
+        raise ValueError(f"not a Kubernetes quantity: {quantity!r}")
+    return f"{2 * float(match[1]):g}{match[2]}"
 
 
 def write_deployment(serving_dir: Path, out_dir: Path, **overrides) -> dict[str, Path]:

@@ -79,7 +79,9 @@ def test_kubernetes_manifests_are_valid_yaml_with_ports_probes_and_resources(tmp
     assert container["livenessProbe"]["tcpSocket"]["port"] == 8500
     assert "--model_config_file=/config/models.config" in container["args"]
     assert ("nvidia.com/gpu" in container["resources"]["limits"]) == gpu
-    assert container["resources"]["requests"]["cpu"]
+    resources = container["resources"]
+    assert resources["requests"] == {"cpu": "1", "memory": "2Gi"}
+    assert (resources["limits"]["cpu"], resources["limits"]["memory"]) == ("2", "4Gi")
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
     assert {"/config", "/models"} <= mounts
     assert "models.config" in kinds["ConfigMap"]["data"]
