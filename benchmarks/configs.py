@@ -11,9 +11,9 @@ BENCH_MODELS = ("cnn", "resnet50", "transformer", "mlp")
 class BenchConfig:
     """One measured configuration.
 
-    `cnn` is measured as the pipeline runs it on the digits (8x8x1); `resnet50` at
-    `image_size`x`image_size`x3; `transformer` is 2 layers, sequence 128, width 256 over 16
-    features a token; `mlp` takes 64 features.
+    `cnn` is measured as the pipeline runs it on the digits (8x8x1, upsampled to 16x16 inside
+    the model); `resnet50` at `image_size`x`image_size`x3; `transformer` is 2 layers, sequence
+    128, width 256 over 16 features a token; `mlp` takes 64 features.
     """
 
     model: str

@@ -14,8 +14,22 @@ def _head(x, num_classes: int):
     return keras.layers.Activation("softmax", dtype="float32", name="probabilities")(logits)
 
 
-def build_cnn(input_dim: int, image_shape: tuple[int, int, int], num_classes: int) -> keras.Model:
-    """A small CNN over `image_shape` images (flattened in `x`)."""
+CNN_MIN_SIDE = 16
+
+
+def build_cnn(
+    input_dim: int,
+    image_shape: tuple[int, int, int],
+    num_classes: int,
+    min_side: int = CNN_MIN_SIDE,
+) -> keras.Model:
+    """A small CNN over `image_shape` images (flattened in `x`).
+
+    Images smaller than `min_side` are first upsampled (nearest neighbour, by a whole factor):
+    the embedded 8x8 digits become 16x16. At 8x8 a training step is mostly per-step overhead and
+    bfloat16 gains nothing; at 16x16 the convolutions dominate, which is what bfloat16 speeds up
+    (benchmarks/RESULTS.md).
+    """
     h, w, c = image_shape
     if h * w * c != input_dim:
         raise ValueError(
@@ -24,11 +38,17 @@ def build_cnn(input_dim: int, image_shape: tuple[int, int, int], num_classes: in
         )
     inputs = keras.Input((input_dim,), name="x")
     x = keras.layers.Reshape(image_shape)(inputs)
+    factor = -(-min_side // min(h, w))  # ceil
+    if factor > 1:
+        x = keras.layers.UpSampling2D(factor, interpolation="nearest", name="upsample")(x)
     x = keras.layers.Conv2D(32, 3, padding="same", activation="relu")(x)
     x = keras.layers.Conv2D(64, 3, padding="same", activation="relu")(x)
+    for _ in range(2):
+        x = keras.layers.MaxPooling2D()(x)
+        x = keras.layers.Conv2D(64, 3, padding="same", activation="relu")(x)
     x = keras.layers.MaxPooling2D()(x)
-    x = keras.layers.Conv2D(64, 3, padding="same", activation="relu")(x)
-    x = keras.layers.GlobalAveragePooling2D()(x)
+    # Flatten, not global pooling: where a stroke is matters for a digit.
+    x = keras.layers.Flatten()(x)
     x = keras.layers.Dense(128, activation="relu")(x)
     return keras.Model(inputs, _head(x, num_classes), name="cnn")
 

@@ -132,7 +132,11 @@ def validate(
                 columns, kept = _raw_inputs(examples, specs)
                 if kept:
                     raw = {
-                        k: tf.constant(np.array(v), dtype=specs[k].dtype)
+                        # object arrays for strings: numpy's bytes type drops trailing NULs
+                        k: tf.constant(
+                            np.array(v, dtype=object if specs[k].dtype == tf.string else None),
+                            dtype=specs[k].dtype,
+                        )
                         for k, v in columns.items()
                     }
                     want_raw = {k: v.numpy() for k, v in loaded.signatures[RAW](**raw).items()}
