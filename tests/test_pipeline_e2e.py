@@ -67,7 +67,7 @@ def test_digits_run_promotes_and_the_pushed_model_reads_digits(digits_run):
     for protocol in ("grpc", "rest"):
         assert 0 < serving["latency"][protocol]["p99_ms"] <= 500
     # TF Serving deployment files for what was pushed.
-    assert "name: \"digits\"" in Path(summary["deploy"]["models_config"]).read_text()
+    assert 'name: "digits"' in Path(summary["deploy"]["models_config"]).read_text()
     assert Path(summary["deploy"]["kubernetes"]).is_file()
     pushed = Path(summary["exports"]["saved_model"])
     assert pushed.parent == out / "serving" / "digits"
