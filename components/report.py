@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
+
+from pipeline.fmt import number
 
 
 def _plt():
@@ -76,12 +77,6 @@ def plot_loss_scale(amp: dict, path: Path) -> Path:
     return path
 
 
-def _fmt(v, spec: str) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "n/a"
-    return format(v, spec)
-
-
 def write_report(summary: dict, fp32: dict, amp: dict, out_dir: Path) -> dict[str, Path]:
     """Writes the plots and report.md into `out_dir`; returns their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -98,11 +93,11 @@ def write_report(summary: dict, fp32: dict, amp: dict, out_dir: Path) -> dict[st
         f"AMP recipe {summary['policy']} (XLA {'on' if summary['xla'] else 'off'}, "
         f"loss scaling {'on' if summary['loss_scaling'] else 'off'}): "
         f"{summary['hardware']['reason']}",
-        f"- Speedup: **{_fmt(summary['speedup'], '.2f')}x** examples/sec; memory "
-        f"**{_fmt(summary['memory_ratio'], '.2f')}x** ({summary['fp32']['memory_method']})",
-        f"- Accuracy: fp32 {_fmt(summary['fp32']['accuracy'], '.4f')}, amp "
-        f"{_fmt(summary['amp']['accuracy'], '.4f')} "
-        f"(delta {_fmt(summary['accuracy_delta'], '+.4f')})",
+        f"- Speedup: **{number(summary['speedup'], '.2f')}x** examples/sec; memory "
+        f"**{number(summary['memory_ratio'], '.2f')}x** ({summary['fp32']['memory_method']})",
+        f"- Accuracy: fp32 {number(summary['fp32']['accuracy'], '.4f')}, amp "
+        f"{number(summary['amp']['accuracy'], '.4f')} "
+        f"(delta {number(summary['accuracy_delta'], '+.4f')})",
         f"- Gate: {'passed' if gate['passed'] else 'failed: ' + ', '.join(gate['failed'])}",
         f"- Pushed: {summary['exports']['saved_model'] or 'nothing'}",
         "",

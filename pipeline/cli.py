@@ -94,22 +94,49 @@ def _beam(args: argparse.Namespace) -> BeamProfile:
     )
 
 
+def _add_model_flags(p: argparse.ArgumentParser, defaults: RunConfig) -> None:
+    """The flags `run` and `compile` share: what is trained, how long, and the gate's rules."""
+    p.add_argument("--label", default=defaults.label, help="label column (default: %(default)s)")
+    p.add_argument(
+        "--model",
+        choices=MODELS,
+        default=defaults.model,
+        help="cnn for images, mlp for tabular; auto picks (default: %(default)s)",
+    )
+    p.add_argument(
+        "--train-steps",
+        type=argtypes.positive,
+        default=defaults.train_steps,
+        help="training steps of each trainer (default: %(default)s)",
+    )
+    p.add_argument(
+        "--accuracy-tolerance",
+        type=argtypes.fraction,
+        default=defaults.accuracy_tolerance,
+        help="largest accuracy drop of AMP vs fp32 that still promotes (default: %(default)s)",
+    )
+    p.add_argument(
+        "--min-speedup",
+        type=argtypes.non_negative,
+        default=defaults.min_speedup,
+        help="smallest AMP/fp32 throughput ratio that still promotes "
+        "(default: %(default)s: AMP must not be slower)",
+    )
+    p.add_argument(
+        "--model-name", default="", help="served model name (default: 'digits' or the input's name)"
+    )
+
+
 def build_parser() -> Parser:
     defaults = RunConfig()
     parser = Parser(prog="amp-pipeline", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     run = sub.add_parser("run", help="run the pipeline: train fp32 + AMP, gate, push")
+    _add_model_flags(run, defaults)
     run.add_argument(
         "--data",
         help="CSV file, TFRecord file/folder, or image folder (default: the embedded digits)",
-    )
-    run.add_argument("--label", default=defaults.label, help="label column (default: %(default)s)")
-    run.add_argument(
-        "--model",
-        choices=MODELS,
-        default=defaults.model,
-        help="cnn for images, mlp for tabular; auto picks (default: %(default)s)",
     )
     run.add_argument(
         "--policy",
@@ -127,35 +154,16 @@ def build_parser() -> Parser:
         "--output", default=defaults.output, help="output folder (default: %(default)s)"
     )
     run.add_argument(
-        "--train-steps",
-        type=argtypes.positive,
-        default=defaults.train_steps,
-        help="training steps of each trainer (default: %(default)s)",
-    )
-    run.add_argument(
         "--batch-size",
         type=argtypes.positive,
         default=defaults.batch_size,
         help="(default: %(default)s)",
     )
     run.add_argument(
-        "--accuracy-tolerance",
-        type=argtypes.fraction,
-        default=defaults.accuracy_tolerance,
-        help="largest accuracy drop of AMP vs fp32 that still promotes (default: %(default)s)",
-    )
-    run.add_argument(
         "--min-accuracy",
         type=argtypes.fraction,
         default=defaults.min_accuracy,
         help="smallest AMP accuracy that still promotes (default: %(default)s)",
-    )
-    run.add_argument(
-        "--min-speedup",
-        type=argtypes.non_negative,
-        default=defaults.min_speedup,
-        help="smallest AMP/fp32 throughput ratio that still promotes "
-        "(default: %(default)s: AMP must not be slower)",
     )
     run.add_argument(
         "--serving-latency-budget-ms",
@@ -229,9 +237,6 @@ def build_parser() -> Parser:
         default=defaults.image_size,
         help="side length image folders are resized to (default: %(default)s)",
     )
-    run.add_argument(
-        "--model-name", default="", help="served model name (default: 'digits' or the input's name)"
-    )
     run.add_argument("--seed", type=int, default=defaults.seed, help="(default: %(default)s)")
     run.add_argument(
         "--tracking-uri",
@@ -258,14 +263,7 @@ def build_parser() -> Parser:
         "--data",
         help="a local sample of the data, for its feature layout (default: the embedded digits)",
     )
-    comp.add_argument("--label", default=defaults.label)
-    comp.add_argument("--model", choices=MODELS, default=defaults.model)
-    comp.add_argument("--model-name", default="")
-    comp.add_argument("--train-steps", type=argtypes.positive, default=defaults.train_steps)
-    comp.add_argument(
-        "--accuracy-tolerance", type=argtypes.fraction, default=defaults.accuracy_tolerance
-    )
-    comp.add_argument("--min-speedup", type=argtypes.non_negative, default=defaults.min_speedup)
+    _add_model_flags(comp, defaults)
     comp.add_argument(
         "--machine-type",
         default="n1-standard-8",

@@ -244,13 +244,18 @@ def create_pipeline(
         (config.amp_train_steps or train_steps) if deployment is None else train_steps,
         deployment,
     )
-    evaluator = tfx.components.Evaluator(
-        examples=example_gen.outputs["examples"],
-        model=trainer_amp.outputs["model"],
-        baseline_model=trainer_fp32.outputs["model"],
-        eval_config=eval_config(config, data),
-        example_splits=["eval"],
-    ).with_id(EVALUATOR)
+
+    def evaluate_against(baseline, node_id: str):
+        """TFMA on the eval split: the AMP candidate vs `baseline`, with the gate's thresholds."""
+        return tfx.components.Evaluator(
+            examples=example_gen.outputs["examples"],
+            model=trainer_amp.outputs["model"],
+            baseline_model=baseline,
+            eval_config=eval_config(config, data),
+            example_splits=["eval"],
+        ).with_id(node_id)
+
+    evaluator = evaluate_against(trainer_fp32.outputs["model"], EVALUATOR)
     # The model in production: the latest AMP model the gate promoted (and so pushed).
     production_model = tfx.dsl.Resolver(
         strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
@@ -265,13 +270,7 @@ def create_pipeline(
             output_key="blessing",
         ),
     ).with_id(PRODUCTION_MODEL)
-    evaluator_production = tfx.components.Evaluator(
-        examples=example_gen.outputs["examples"],
-        model=trainer_amp.outputs["model"],
-        baseline_model=production_model.outputs["model"],
-        eval_config=eval_config(config, data),
-        example_splits=["eval"],
-    ).with_id(EVALUATOR_PRODUCTION)
+    evaluator_production = evaluate_against(production_model.outputs["model"], EVALUATOR_PRODUCTION)
     infra_validator = InfraValidator(
         model=trainer_amp.outputs["model"],
         examples=example_gen.outputs["examples"],

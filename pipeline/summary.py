@@ -9,6 +9,7 @@ from pathlib import Path
 
 from components.precision import Recipe
 from pipeline.errors import EXIT_FAILED, EXIT_PROMOTED, EXIT_REJECTED
+from pipeline.fmt import number
 from pipeline.results import NodeOutput
 
 TRAINER_KEYS = (
@@ -168,15 +169,9 @@ def _serving(report: dict) -> dict:
     return {k: report[k] for k in keys if k in report}
 
 
-def _fmt(v, spec: str, unit: str = "") -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "n/a"
-    return f"{v:{spec}}{unit}"
-
-
 def _steps(trainer: dict) -> str:
     t = trainer["step_time_ms"]
-    return f"{_fmt(t['p50'], '.1f')}/{_fmt(t['p90'], '.1f')}"
+    return f"{number(t['p50'], '.1f')}/{number(t['p90'], '.1f')}"
 
 
 def format_table(summary: dict) -> str:
@@ -184,17 +179,17 @@ def format_table(summary: dict) -> str:
     fp32, amp = summary["fp32"], summary["amp"]
     rows = [
         ("", "fp32", f"amp ({summary['policy']})"),
-        ("accuracy (eval)", _fmt(fp32["accuracy"], ".4f"), _fmt(amp["accuracy"], ".4f")),
+        ("accuracy (eval)", number(fp32["accuracy"], ".4f"), number(amp["accuracy"], ".4f")),
         (
             "examples/sec",
-            _fmt(fp32["examples_per_sec"], ",.0f"),
-            _fmt(amp["examples_per_sec"], ",.0f"),
+            number(fp32["examples_per_sec"], ",.0f"),
+            number(amp["examples_per_sec"], ",.0f"),
         ),
         ("step p50/p90 ms", _steps(fp32), _steps(amp)),
         (
             "peak memory MB",
-            _fmt(fp32["peak_memory_mb"], ".0f"),
-            _fmt(amp["peak_memory_mb"], ".0f"),
+            number(fp32["peak_memory_mb"], ".0f"),
+            number(amp["peak_memory_mb"], ".0f"),
         ),
     ]
     width = max(len(r[0]) for r in rows)
@@ -208,8 +203,8 @@ def format_table(summary: dict) -> str:
         f"  recipe       {summary['policy']}, xla={'on' if summary['xla'] else 'off'}, "
         f"loss scaling={'on' if summary['loss_scaling'] else 'off'}",
         f"  why          {hw['reason']}",
-        f"  speedup      {_fmt(summary['speedup'], '.2f', 'x')} examples/sec amp/fp32; "
-        f"memory {_fmt(summary['memory_ratio'], '.2f', 'x')} ({fp32['memory_method']})",
+        f"  speedup      {number(summary['speedup'], '.2f', 'x')} examples/sec amp/fp32; "
+        f"memory {number(summary['memory_ratio'], '.2f', 'x')} ({fp32['memory_method']})",
         f"  gate         {verdict}"
         + (f": failed {', '.join(gate['failed'])}" if gate["failed"] else ""),
     ]

@@ -1,4 +1,4 @@
-"""`amp-pipeline serve`, `predict` and `deploy-files`: flags in, serving library calls out."""
+"""`amp-pipeline serve`, `predict`, `deploy-files`, `bench-serving`: flags in, library calls out."""
 
 from __future__ import annotations
 
