@@ -162,9 +162,9 @@ def run_serving_bench(
     ports: tuple[int, int],
 ) -> dict:
     """Server with batching, server without, and the in-process baseline; one result each."""
-    from serving.repository import _versions
+    from serving.repository import version_dirs
 
-    versions = _versions(model_base)
+    versions = version_dirs(model_base)
     if not versions:
         raise ValueError(f"{model_base}: no pushed version there")
     version_dir = versions[max(versions)]

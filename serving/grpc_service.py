@@ -74,10 +74,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         response = get_model_metadata_pb2.GetModelMetadataResponse()
         response.model_spec.name = servable.name
         response.model_spec.version.value = servable.version
-        signature_map = get_model_metadata_pb2.SignatureDefMap()
-        for name, sig in servable.signature_defs.items():
-            signature_map.signature_def[name].CopyFrom(sig)
-        response.metadata[SIGNATURE_DEF].Pack(signature_map)
+        response.metadata[SIGNATURE_DEF].Pack(servable.signature_def_map)
         return response
 
 

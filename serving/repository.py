@@ -41,13 +41,16 @@ class Servable:
     def __init__(self, name: str, version: int, path: Path):
         import tensorflow as tf
         from tensorflow.python.saved_model import loader_impl
+        from tensorflow_serving.apis import get_model_metadata_pb2
 
         self.name, self.version, self.path = name, version, path
         self._loaded = tf.saved_model.load(str(path))
         meta_graph = loader_impl.parse_saved_model(str(path)).meta_graphs[0]
-        self.signature_defs = {
-            k: v for k, v in meta_graph.signature_def.items() if not k.startswith("__")
-        }
+        # What GetModelMetadata (gRPC and REST) answers, built once per loaded version.
+        self.signature_def_map = get_model_metadata_pb2.SignatureDefMap()
+        for key, sig in meta_graph.signature_def.items():
+            if not key.startswith("__"):
+                self.signature_def_map.signature_def[key].CopyFrom(sig)
         self.functions = dict(self._loaded.signatures)
         self.inputs: dict[str, dict[str, InputSpec]] = {}
         for sig, fn in self.functions.items():
@@ -81,7 +84,7 @@ class Servable:
         return {k: v.numpy() for k, v in outputs.items()}
 
 
-def _versions(base: Path) -> dict[int, Path]:
+def version_dirs(base: Path) -> dict[int, Path]:
     """{version: folder} of the numbered folders holding a saved_model.pb."""
     found = {}
     if base.is_dir():
@@ -94,12 +97,12 @@ def _versions(base: Path) -> dict[int, Path]:
 def discover(model_dir: Path, model_name: str | None = None) -> dict[str, Path]:
     """{model name: base path} under `model_dir` (one model base, or a folder of them)."""
     model_dir = Path(model_dir)
-    if _versions(model_dir):
+    if version_dirs(model_dir):
         return {model_name or model_dir.name: model_dir}
     models = {}
     if model_dir.is_dir():
         for child in sorted(model_dir.iterdir()):
-            if child.is_dir() and _versions(child):
+            if child.is_dir() and version_dirs(child):
                 models[child.name] = child
     if model_name is not None:
         models = {k: v for k, v in models.items() if k == model_name}
@@ -138,7 +141,7 @@ class ModelRepository:
         with self._lock:
             self._bases = bases
         for name, base in bases.items():
-            versions = _versions(base)
+            versions = version_dirs(base)
             with self._lock:
                 # Versions deleted from disk are no longer served.
                 for v in list(self._loaded.get(name, {})):
@@ -226,11 +229,12 @@ class ModelRepository:
             servable = self._loaded[name].get(version)
             base = self._bases.get(name)
         if servable is None:
-            path = _versions(base).get(version) if base is not None else None
+            on_disk = version_dirs(base) if base is not None else {}
+            path = on_disk.get(version)
             if path is None:
                 raise not_found(
                     f"Servable not found for request: Specific({name}, {version}); "
-                    f"versions on disk: {sorted(_versions(base)) if base else []}"
+                    f"versions on disk: {sorted(on_disk)}"
                 )
             servable = self._load(name, version, path)
             if servable is None:

@@ -112,12 +112,7 @@ class RestHandler(BaseHTTPRequestHandler):
             self._send(500, {"error": f"internal error: {type(e).__name__}: {e}"})
 
     def _metadata(self, name: str, version: int | None) -> dict:
-        from tensorflow_serving.apis import get_model_metadata_pb2
-
         servable = self.server.core.servable(name, version)
-        signature_map = get_model_metadata_pb2.SignatureDefMap()
-        for key, sig in servable.signature_defs.items():
-            signature_map.signature_def[key].CopyFrom(sig)
         return {
             "model_spec": {
                 "name": servable.name,
@@ -126,7 +121,7 @@ class RestHandler(BaseHTTPRequestHandler):
             },
             "metadata": {
                 "signature_def": json_format.MessageToDict(
-                    signature_map, preserving_proto_field_name=True
+                    servable.signature_def_map, preserving_proto_field_name=True
                 )
             },
         }

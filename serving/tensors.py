@@ -20,17 +20,22 @@ def _shape_str(shape) -> str:
     return "[" + ",".join("-1" if d is None else str(d) for d in shape) + "]"
 
 
-def check_inputs(
-    signature: str, specs: Mapping[str, InputSpec], arrays: Mapping[str, np.ndarray]
-) -> None:
-    """The inputs are exactly the signature's, each with a compatible shape."""
-    missing = sorted(set(specs) - set(arrays))
-    unknown = sorted(set(arrays) - set(specs))
+def refuse_unknown(signature: str, specs: Mapping[str, InputSpec], given: Mapping) -> None:
+    """INVALID_ARGUMENT for the first input name the signature does not take."""
+    unknown = sorted(set(given) - set(specs))
     if unknown:
         raise invalid(
             f"input '{unknown[0]}' is not an input of signature '{signature}' "
             f"(it takes {sorted(specs)})"
         )
+
+
+def check_inputs(
+    signature: str, specs: Mapping[str, InputSpec], arrays: Mapping[str, np.ndarray]
+) -> None:
+    """The inputs are exactly the signature's, each with a compatible shape."""
+    refuse_unknown(signature, specs, arrays)
+    missing = sorted(set(specs) - set(arrays))
     if missing:
         raise invalid(f"signature '{signature}' needs input(s) {missing}, missing from the request")
     batch = None
@@ -178,11 +183,11 @@ def parse_rest_request(body: dict, signature: str, specs: Mapping[str, InputSpec
                 )
             for k, v in instance.items():
                 columns.setdefault(k, []).append(v)
-        _check_names(signature, specs, columns)
+        refuse_unknown(signature, specs, columns)
         return {k: json_to_array(k, v, specs[k]) for k, v in columns.items()}, True
     inputs = body["inputs"]
     if isinstance(inputs, dict):
-        _check_names(signature, specs, inputs)
+        refuse_unknown(signature, specs, inputs)
         return {k: json_to_array(k, v, specs[k]) for k, v in inputs.items()}, False
     if len(names) != 1:
         raise invalid(
@@ -190,15 +195,6 @@ def parse_rest_request(body: dict, signature: str, specs: Mapping[str, InputSpec
             "object naming them"
         )
     return {names[0]: json_to_array(names[0], inputs, specs[names[0]])}, False
-
-
-def _check_names(signature: str, specs: Mapping[str, InputSpec], given: Mapping) -> None:
-    unknown = sorted(set(given) - set(specs))
-    if unknown:
-        raise invalid(
-            f"input '{unknown[0]}' is not an input of signature '{signature}' "
-            f"(it takes {sorted(specs)})"
-        )
 
 
 def _jsonable(array: np.ndarray):
