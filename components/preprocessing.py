@@ -15,6 +15,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_transform as tft
 
+from components.model_module import ModelSpec
 from pipeline.ingest import DataSpec
 
 FEATURES_KEY = "x"
@@ -90,10 +91,67 @@ def feature_width(spec: DataSpec) -> int:
     return sum(n for _, n in spec.numeric_features) + len(spec.string_features) * (VOCAB_TOP_K + 1)
 
 
+def feature_slices(spec: DataSpec) -> tuple[tuple[str, int, int], ...]:
+    """(name, start, stop) of each raw feature's columns in `x`, in `x`'s order."""
+    out, start = [], 0
+    widths = [*spec.numeric_features, *((n, VOCAB_TOP_K + 1) for n in spec.string_features)]
+    for name, width in widths:
+        out.append((name, start, start + width))
+        start += width
+    return tuple(out)
+
+
+def model_spec(spec: DataSpec, width: int, custom_preprocessing: bool = False) -> ModelSpec:
+    """What a model builder is told about `x` (components.model_module.ModelSpec)."""
+    names = tuple(n for n, _ in spec.numeric_features) + tuple(spec.string_features)
+    image = spec.image_shape
+    if image is not None and image[0] * image[1] * image[2] != width:
+        image = None  # a user preprocessing_fn changed the layout
+    return ModelSpec(
+        input_width=width,
+        feature_names=names,
+        num_classes=spec.num_classes,
+        class_names=tuple(spec.classes),
+        feature_slices=() if custom_preprocessing else feature_slices(spec),
+        image_shape=image,
+    )
+
+
+def _user_features(inputs: dict, spec: DataSpec, module_ref: dict) -> tf.Tensor:
+    """`x` from the user module's preprocessing_fn, checked to be a [batch, width] tensor."""
+    from components import model_module
+
+    ref = model_module.ModuleRef(**module_ref)
+    module = model_module.load(ref)
+    features = {k: v for k, v in inputs.items() if k != spec.label}
+    outputs = model_module.call_hook(ref, module, "preprocessing_fn", features)
+    if not isinstance(outputs, dict) or FEATURES_KEY not in outputs:
+        raise model_module.ModelModuleError(
+            f"model module {ref.label}: preprocessing_fn must return a dict holding "
+            f"{FEATURES_KEY!r}, the model input; it returned "
+            f"{sorted(outputs) if isinstance(outputs, dict) else type(outputs).__name__}"
+        )
+    x = outputs[FEATURES_KEY]
+    if not isinstance(x, tf.Tensor) or x.shape.rank != 2 or x.shape[1] is None:
+        raise model_module.ModelModuleError(
+            f"model module {ref.label}: preprocessing_fn's {FEATURES_KEY!r} must be a dense "
+            f"[batch, width] tensor of fixed width; it is {x!r}"
+        )
+    return tf.cast(x, tf.float32)
+
+
 def preprocessing_fn(inputs: dict, custom_config: dict) -> dict:
-    """TFX Transform entry point (`components.preprocessing.preprocessing_fn`)."""
+    """TFX Transform entry point (`components.preprocessing.preprocessing_fn`).
+
+    With a user model module that defines `preprocessing_fn`, `x` comes from it; the label is
+    mapped to class ids here either way.
+    """
     spec = DataSpec.from_dict(custom_config["data_spec"])
-    outputs = {FEATURES_KEY: features_to_x(inputs, spec)}
+    module_ref = custom_config.get("model_module")
+    if module_ref and custom_config.get("custom_preprocessing"):
+        outputs = {FEATURES_KEY: _user_features(inputs, spec, module_ref)}
+    else:
+        outputs = {FEATURES_KEY: features_to_x(inputs, spec)}
     if spec.label in inputs:
         outputs[LABEL_KEY] = label_to_id(inputs[spec.label], spec)
     return outputs

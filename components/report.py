@@ -77,6 +77,56 @@ def plot_loss_scale(amp: dict, path: Path) -> Path:
     return path
 
 
+def readiness_section(summary: dict) -> list[str]:
+    """report.md's AMP readiness section: the verdict, each finding, the fixes applied."""
+    report = summary.get("readiness")
+    fix = summary.get("output_fix") or {}
+    if not report and fix.get("action") in (None, "none"):
+        return []
+    lines = ["## AMP readiness", ""]
+    if fix.get("action") not in (None, "none"):
+        lines.append(f"- Output: {fix['detail']}")
+    if report:
+        numeric = report.get("numeric") or {}
+        verdict = "ready" if report["ok"] else "**not ready**"
+        lines.append(f"- Under {report['policy']}: {verdict}")
+        lines += [f"- Finding: {finding}" for finding in report["findings"]]
+        if numeric.get("skipped"):
+            lines.append(f"- Numeric probe: skipped ({numeric['skipped']})")
+        elif numeric:
+            cosine = numeric.get("gradient_cosine")
+            lines.append(
+                f"- Numeric probe: {numeric.get('batch')} real examples, forward and backward "
+                f"against float32; relative error bound {numeric.get('bound')}; gradient cosine "
+                f"{number(cosine, '.4f')}"
+            )
+        compiled = report.get("compile")
+        if compiled:
+            state = "compiles" if compiled["ok"] else f"fails ({compiled['error']})"
+            lines.append(f"- XLA: one train step {state} in {compiled['seconds']:.1f} s")
+        lines += [f"- Tensor cores: {a}" for a in report.get("tensor_core_advice", [])]
+        if report.get("float32_layers"):
+            lines.append(
+                "- Layers computing in float32 under the mixed policy (no AMP gain there): "
+                + ", ".join(report["float32_layers"])
+            )
+    return [*lines, ""]
+
+
+def slow_section(summary: dict) -> list[str]:
+    """report.md's "why AMP was not faster", with the measured reasons."""
+    slow = summary.get("why_not_faster")
+    if not slow:
+        return []
+    return [
+        f"## Why AMP was not faster ({number(slow['speedup'], '.2f')}x, below "
+        f"{slow['threshold']:.1f}x)",
+        "",
+        *[f"- {reason}" for reason in slow["reasons"]],
+        "",
+    ]
+
+
 def write_report(summary: dict, fp32: dict, amp: dict, out_dir: Path) -> dict[str, Path]:
     """Writes the plots and report.md into `out_dir`; returns their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -101,6 +151,8 @@ def write_report(summary: dict, fp32: dict, amp: dict, out_dir: Path) -> dict[st
         f"- Gate: {'passed' if gate['passed'] else 'failed: ' + ', '.join(gate['failed'])}",
         f"- Pushed: {summary['exports']['saved_model'] or 'nothing'}",
         "",
+        *readiness_section(summary),
+        *slow_section(summary),
         "![throughput and memory](throughput_memory.png)",
         "",
         "![training curves](training_curves.png)",

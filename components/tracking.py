@@ -44,6 +44,29 @@ def _finite_metrics(metrics: dict[str, float | None]) -> dict[str, float]:
     } | {k: float(v) for k, v in metrics.items() if isinstance(v, bool)}
 
 
+def readiness_metrics(report: dict | None) -> dict:
+    """The readiness check as parent-run metrics."""
+    if not report:
+        return {}
+    return {"readiness_ok": bool(report["ok"]), "readiness_findings": len(report["findings"])}
+
+
+def readiness_tags(summary: dict) -> dict:
+    """The readiness findings, the output fix and why AMP was not faster, as tags."""
+    tags = {}
+    report = summary.get("readiness")
+    if report:
+        tags["readiness"] = " | ".join(report["findings"]) or "ready"
+    fix = summary.get("output_fix")
+    if fix:
+        tags["output_fix"] = fix["action"]
+    if summary.get("xla_fallback"):
+        tags["xla_fallback"] = summary["xla_fallback"]
+    if summary.get("why_not_faster"):
+        tags["why_not_faster"] = " | ".join(summary["why_not_faster"]["reasons"])
+    return tags
+
+
 class RunTracker:
     """Writes one pipeline run to MLflow. Every run it opens ends FINISHED or FAILED."""
 
@@ -240,11 +263,13 @@ class RunTracker:
                 "fp32_peak_memory_mb": summary["fp32"]["peak_memory_mb"],
                 "amp_peak_memory_mb": summary["amp"]["peak_memory_mb"],
                 "gate_passed": bool(summary["gate"]["passed"]),
+                **readiness_metrics(summary.get("readiness")),
             },
             tags={
                 **tags,
                 "decision": summary["status"],
                 "failed_rules": ",".join(summary["gate"]["failed"]) or "none",
+                **readiness_tags(summary),
             },
         )
         for f in artifacts:

@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 
 from components.loss_scale import LossScaleCollapse
+from components.model_module import ModelModuleError
 from components.training import TrainSpec, train_and_export
+from pipeline.errors import EXIT_BAD_INPUT
 
 
 def main(argv: list[str]) -> int:
@@ -22,6 +24,9 @@ def main(argv: list[str]) -> int:
     except LossScaleCollapse as e:
         print(f"{spec.policy} {e}", file=sys.stderr, flush=True)  # the last line: the reason
         return 1
+    except ModelModuleError as e:  # the user's module: bad input, one line
+        print(str(e), file=sys.stderr, flush=True)
+        return EXIT_BAD_INPUT
     logging.info(
         "policy=%s accuracy=%.4f examples/sec=%.1f",
         figures["policy"],

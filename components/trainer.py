@@ -15,12 +15,17 @@ import sys
 from pathlib import Path
 
 from components.training import TrainSpec
+from pipeline.errors import EXIT_BAD_INPUT, InputError
 
 logger = logging.getLogger(__name__)
 
 
 class TrainingFailed(RuntimeError):
     """The training process failed; the message carries the end of its log."""
+
+
+class TrainingInputError(InputError):
+    """The training process stopped on bad input (the user's model module); one line."""
 
 
 def resolve_auto(cfg: dict) -> dict:
@@ -64,6 +69,9 @@ def spec_from_fn_args(fn_args) -> TrainSpec:
         tflite_variants=tuple(cfg["tflite_variants"]),
         tflite_min_agreement=cfg["tflite_min_agreement"],
         tflite_max_int8_drop=cfg["tflite_max_int8_drop"],
+        model_module=cfg.get("model_module"),
+        readiness=bool(cfg.get("readiness")),
+        diagnose=bool(cfg.get("diagnose")),
     )
 
 
@@ -88,6 +96,8 @@ def run_in_subprocess(spec: TrainSpec) -> dict:
     if proc.returncode != 0:
         lines = [ln for ln in log_path.read_text().splitlines() if ln.strip()]
         last = lines[-1] if lines else "no output"
+        if proc.returncode == EXIT_BAD_INPUT:
+            raise TrainingInputError(last)
         raise TrainingFailed(f"{last} [exit {proc.returncode}; log: {log_path}]")
     return json.loads((run_dir / "figures.json").read_text())
 

@@ -42,6 +42,9 @@ class TrainSpec:
     tflite_variants: tuple[str, ...] = ("float32", "float16", "dynamic_int8", "int8")
     tflite_min_agreement: float = 0.995
     tflite_max_int8_drop: float = 0.01
+    model_module: dict | None = None  # components.model_module.ModuleRef as a dict
+    readiness: bool = False  # run the AMP readiness check before training (the AMP trainer)
+    diagnose: bool = False  # measure why AMP may not be faster, after training (AMP trainer)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2)
@@ -73,10 +76,33 @@ def make_dataset(file_patterns, transform_output: str, batch_size: int, seed: in
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
+def user_module(spec: TrainSpec):
+    """(ModuleRef, module) of the user's model module, or (None, None) for a built-in model."""
+    if not spec.model_module:
+        return None, None
+    from components import model_module
+
+    ref = model_module.ModuleRef(**spec.model_module)
+    return ref, model_module.load(ref)
+
+
 def make_optimizer(spec: TrainSpec):
+    """The module's `optimizer()` or Adam at the spec's learning rate; wrapped in a
+    LossScaleOptimizer where the recipe scales the loss."""
     import keras
 
-    optimizer = keras.optimizers.Adam(spec.learning_rate)
+    from components import model_module
+
+    ref, module = user_module(spec)
+    if module is not None and model_module.hook(module, "optimizer"):
+        optimizer = model_module.call_hook(ref, module, "optimizer")
+        if not isinstance(optimizer, keras.optimizers.Optimizer):
+            raise model_module.ModelModuleError(
+                f"model module {ref.label}: optimizer() returned {type(optimizer).__name__}, "
+                "not a keras.optimizers.Optimizer"
+            )
+    else:
+        optimizer = keras.optimizers.Adam(spec.learning_rate)
     if spec.loss_scaling:
         optimizer = keras.optimizers.LossScaleOptimizer(
             optimizer,
@@ -86,19 +112,83 @@ def make_optimizer(spec: TrainSpec):
     return optimizer
 
 
-def build_under_policy(spec: TrainSpec, policy: str):
-    """The spec's model architecture, built under `policy`."""
+def make_loss(spec: TrainSpec):
+    """The module's `loss()` or sparse categorical cross-entropy on probabilities."""
     import keras
 
-    from components.models import build_model
-    from components.preprocessing import feature_width
+    from components import model_module
+
+    ref, module = user_module(spec)
+    if module is not None and model_module.hook(module, "loss"):
+        return model_module.call_hook(ref, module, "loss")
+    return keras.losses.SparseCategoricalCrossentropy()
+
+
+def learning_rate_of(optimizer) -> float:
+    """The optimizer's current learning rate, for diagnoses (NaN where it is a schedule)."""
+    import keras
+
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    try:
+        return float(keras.ops.convert_to_numpy(inner.learning_rate))
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def input_width(spec: TrainSpec) -> int:
+    """Width of `x` as Transform wrote it (or as the built-in preprocessing makes it)."""
+    from components.preprocessing import FEATURES_KEY, feature_width
     from pipeline.ingest import DataSpec
 
-    data = DataSpec.from_dict(spec.data_spec)
+    if not spec.transform_output:
+        return feature_width(DataSpec.from_dict(spec.data_spec))
+    import tensorflow_transform as tft
+
+    from components.model_module import ModelModuleError
+
+    feature = tft.TFTransformOutput(spec.transform_output).transformed_feature_spec()[FEATURES_KEY]
+    shape = list(getattr(feature, "shape", []) or [])
+    if len(shape) != 1:
+        raise ModelModuleError(
+            f"preprocessing_fn: output {FEATURES_KEY!r} must be a [batch, width] float tensor "
+            f"of fixed width; Transform recorded {feature}"
+        )
+    return int(shape[0])
+
+
+def model_spec(spec: TrainSpec):
+    """The ModelSpec `build_model(spec)` receives."""
+    from components import preprocessing
+    from pipeline.ingest import DataSpec
+
+    custom = bool(spec.model_module and spec.model_module.get("preprocessing"))
+    return preprocessing.model_spec(DataSpec.from_dict(spec.data_spec), input_width(spec), custom)
+
+
+def build_checked(spec: TrainSpec, policy: str):
+    """The spec's model built under `policy`, its output made float32: (model, OutputFix)."""
+    import keras
+
+    from components import amp_rules, model_module
+    from components.models import build_model
+    from pipeline.ingest import DataSpec
+
     keras.mixed_precision.set_global_policy(policy)
-    return build_model(
-        spec.model, feature_width(data), data.num_classes, data.image_shape, **spec.model_options
-    )
+    mspec = model_spec(spec)
+    ref, module = user_module(spec)
+    if module is not None:
+        model = model_module.build(ref, module, mspec)
+    else:
+        data = DataSpec.from_dict(spec.data_spec)
+        model = build_model(
+            spec.model, mspec.input_width, data.num_classes, data.image_shape, **spec.model_options
+        )
+    return amp_rules.float32_output(model, mspec.input_width, policy)
+
+
+def build_under_policy(spec: TrainSpec, policy: str):
+    """The spec's model architecture, built under `policy` (float32 output)."""
+    return build_checked(spec, policy)[0]
 
 
 def float32_rebuild(spec: TrainSpec, model):
@@ -112,32 +202,55 @@ def float32_rebuild(spec: TrainSpec, model):
     return rebuilt
 
 
-def build_and_compile(spec: TrainSpec):
-    """The model under `spec.policy`, compiled with the recipe's optimizer and XLA setting."""
+def compile_model(spec: TrainSpec, model, jit_compile: bool) -> None:
+    """Compiles `model` with the recipe's optimizer and loss, and accuracy."""
     import keras
 
-    keras.utils.set_random_seed(spec.seed)
-    model = build_under_policy(spec, spec.policy)
     model.compile(
         optimizer=make_optimizer(spec),
-        loss=keras.losses.SparseCategoricalCrossentropy(),
+        loss=make_loss(spec),
         metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-        jit_compile=spec.xla,
+        jit_compile=jit_compile,
     )
+
+
+def build_and_compile(spec: TrainSpec, xla: bool | None = None):
+    """The model under `spec.policy`, compiled with the recipe's optimizer and XLA setting."""
+    model, _ = build_fresh(spec, spec.policy)
+    compile_model(spec, model, spec.xla if xla is None else xla)
     return model
 
 
-def dtype_report(model) -> list[dict]:
-    """Per layer: compute dtype and variable dtype."""
-    return [
-        {
-            "layer": layer.name,
-            "class": type(layer).__name__,
-            "compute_dtype": layer.compute_dtype,
-            "variable_dtype": layer.variable_dtype,
-        }
-        for layer in model.layers
-    ]
+def build_fresh(spec: TrainSpec, policy: str):
+    """Like build_checked, from a cleared session and the spec's seed: the same initial weights
+    (and layer names) every time."""
+    import keras
+
+    keras.backend.clear_session()
+    keras.utils.set_random_seed(spec.seed)
+    return build_checked(spec, policy)
+
+
+def check_readiness(spec: TrainSpec, train_ds) -> dict:
+    """The AMP readiness check on the first real batch of `train_ds`."""
+    import numpy as np
+
+    from components.readiness import readiness_report
+
+    x, y = next(iter(train_ds))
+    x, y = np.asarray(x), np.asarray(y)
+    return readiness_report(
+        build=lambda policy: build_fresh(spec, policy)[0],
+        compile_model=lambda model, jit: compile_model(spec, model, jit),
+        x=x[:64],
+        y=y[:64],
+        policy=spec.policy,
+        xla=spec.xla,
+        gpu_recipe=spec.policy == "mixed_float16",
+        batch_size=spec.batch_size,
+        num_classes=len(spec.data_spec["classes"]),
+        loss_fn=make_loss(spec),
+    )
 
 
 def dataset_arrays(ds, max_rows: int) -> tuple:
@@ -189,37 +302,29 @@ def export_edge_models(spec: TrainSpec, model, train_ds, eval_ds) -> dict:
     )
 
 
-def variable_dtype_warnings(model, policy: str) -> list[str]:
-    """Names every layer with non-float32 variables under a mixed policy (they lose updates)."""
-    if policy == "float32":
-        return []
-    warnings = []
-    for layer in model.layers:
-        odd = sorted({str(v.dtype) for v in layer.weights} - {"float32"})
-        if odd:
-            warnings.append(
-                f"layer {layer.name!r} has {', '.join(odd)} variables under {policy}: small "
-                "updates are lost in low precision; keep variables float32"
-            )
-    for w in warnings:
-        logger.warning(w)
-    return warnings
-
-
 def train_and_export(spec: TrainSpec) -> dict:
     """Trains, evaluates, exports the serving SavedModel, and returns the measured figures."""
+    from components import amp_rules
     from components.export import export_serving_model
     from components.loss_scale import LossScaleCollapse, LossScaleMonitor
     from components.perf import PeakMemory, StepTimer
 
-    model = build_and_compile(spec)
-    dtype_warnings = variable_dtype_warnings(model, spec.policy)
-    monitor = LossScaleMonitor(patience=spec.collapse_patience, learning_rate=spec.learning_rate)
     train_ds = make_dataset(
         spec.train_files, spec.transform_output, spec.batch_size, spec.seed, train=True
     )
     eval_ds = make_dataset(
         spec.eval_files, spec.transform_output, spec.batch_size, spec.seed, train=False
+    )
+    readiness = check_readiness(spec, train_ds) if spec.readiness else None
+    xla, xla_fallback = spec.xla, None
+    if readiness and readiness["compile"] and not readiness["compile"]["ok"]:
+        xla, xla_fallback = False, readiness["compile"]["error"]
+        logger.warning("Training without XLA: %s", xla_fallback)
+    model, output_fix = build_fresh(spec, spec.policy)
+    compile_model(spec, model, xla)
+    dtype_warnings = amp_rules.variable_dtype_warnings(model, spec.policy)
+    monitor = LossScaleMonitor(
+        patience=spec.collapse_patience, learning_rate=learning_rate_of(model.optimizer)
     )
     timer = StepTimer(spec.batch_size, warmup_steps=min(5, max(spec.train_steps - 1, 0)))
     memory = PeakMemory(spec.device)
@@ -233,17 +338,33 @@ def train_and_export(spec: TrainSpec) -> dict:
     results = model.evaluate(eval_ds, steps=spec.eval_steps, return_dict=True, verbose=0)
     run_dir = Path(spec.model_run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    model.save(run_dir / "model.keras")
-    report = {"policy": spec.policy, "layers": dtype_report(model), "warnings": dtype_warnings}
+    try:
+        model.save(run_dir / "model.keras")
+    except Exception as e:  # noqa: BLE001 - a user model that Keras cannot serialise still serves
+        logger.warning("model.keras not written (%s); the SavedModel is the model", e)
+    observed = (readiness or {}).get("numeric", {}).get("output_dtypes")
+    layers = amp_rules.dtype_report(model, spec.policy, observed)
+    report = {"policy": spec.policy, "layers": layers, "warnings": dtype_warnings}
     serving = float32_rebuild(spec, model) if spec.serving_precision == "float32" else model
     export_serving_model(serving, spec.transform_output, spec.serving_model_dir, spec.data_spec)
     (Path(spec.serving_model_dir) / "dtype_report.json").write_text(json.dumps(report, indent=2))
     export = export_edge_models(spec, model, train_ds, eval_ds)
+    diagnostics = None
+    if spec.diagnose:
+        from components import amp_diagnosis
+
+        mspec = model_spec(spec)
+        diagnostics = amp_diagnosis.measure(
+            model, train_ds, spec.policy, spec.batch_size, mspec.input_width, mspec.num_classes
+        )
     figures = {
         "policy": spec.policy,
-        "xla": spec.xla,
+        "xla": xla,
+        "xla_requested": spec.xla,
+        "xla_fallback": xla_fallback,
         "loss_scaling": spec.loss_scaling,
         "model": spec.model,
+        "model_module": spec.model_module,
         "train_steps": spec.train_steps,
         "batch_size": spec.batch_size,
         "accuracy": float(results["accuracy"]),
@@ -252,13 +373,25 @@ def train_and_export(spec: TrainSpec) -> dict:
         "peak_memory_mb": peak_mb,
         "memory_method": memory.method,
         "history": {k: [float(v) for v in vs] for k, vs in history.history.items()},
-        "layers": report["layers"],
+        "layers": layers,
         "dtype_warnings": dtype_warnings,
+        "output_fix": output_fix.to_dict(),
+        "readiness": readiness,
+        "diagnostics": diagnostics,
         "loss_scale": monitor.summary(),
         # Per step: Keras' running means over the (single) epoch.
         "curve": {"loss": monitor.losses, "accuracy": monitor.accuracies},
         "serving_precision": spec.serving_precision,
         "export": export,
     }
-    (run_dir / "figures.json").write_text(json.dumps(figures, indent=2))
+    (run_dir / "figures.json").write_text(json.dumps(figures, indent=2, default=_json_default))
     return figures
+
+
+def _json_default(value):
+    """numpy scalars in figures.json."""
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 
+from components.model_module import ModuleRef
 from components.precision import Hardware, choose_recipe
 from kubeflow.deployment import Deployment
 from pipeline.config import RunConfig
@@ -17,9 +18,17 @@ CLUSTER_GPU = Hardware("gpu", "cluster GPU (decided on the node)", compute_capab
 
 
 def compile_pipeline(
-    config: RunConfig, data: DataSpec, deployment: Deployment, output: Path, beam_args: list[str]
+    config: RunConfig,
+    data: DataSpec,
+    deployment: Deployment,
+    output: Path,
+    beam_args: list[str],
+    model_module: ModuleRef | None = None,
 ) -> Path:
-    """Runs the KubeflowV2DagRunner on create_pipeline and writes `output`."""
+    """Runs the KubeflowV2DagRunner on create_pipeline and writes `output`.
+
+    `model_module` must be importable in the component image (kubeflow/user_module.py).
+    """
     from tfx import v1 as tfx
 
     from pipeline.pipeline import create_pipeline
@@ -30,6 +39,7 @@ def compile_pipeline(
         choose_recipe(CLUSTER_GPU),
         beam_pipeline_args=beam_args,
         deployment=deployment,
+        model_module=model_module,
     )
     output.parent.mkdir(parents=True, exist_ok=True)
     runner = tfx.orchestration.experimental.KubeflowV2DagRunner(

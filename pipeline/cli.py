@@ -8,13 +8,14 @@ import os
 import sys
 import tempfile
 import warnings
+from pathlib import Path
 
 from benchmarks.configs import BENCH_MODELS
 from kubeflow.beam_profiles import BEAM_RUNNERS, BeamProfile
 from kubeflow.deployment import TARGETS
 from pipeline import argtypes
 from pipeline.config import MODELS, SERVING_PRECISIONS, TFLITE_VARIANTS, RunConfig
-from pipeline.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError
+from pipeline.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_REJECTED, InputError
 from serving import cli as serving_cli
 
 POLICIES = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
@@ -102,6 +103,13 @@ def _add_model_flags(p: argparse.ArgumentParser, defaults: RunConfig) -> None:
         choices=MODELS,
         default=defaults.model,
         help="cnn for images, mlp for tabular; auto picks (default: %(default)s)",
+    )
+    p.add_argument(
+        "--model-module",
+        default=None,
+        metavar="PATH_OR_IMPORT",
+        help="your model: a .py file or importable module defining build_model(spec) "
+        "(optional hooks: preprocessing_fn, optimizer, loss); replaces --model",
     )
     p.add_argument(
         "--train-steps",
@@ -265,6 +273,12 @@ def build_parser() -> Parser:
     )
     _add_model_flags(comp, defaults)
     comp.add_argument(
+        "--image-context",
+        default=str(Path(__file__).resolve().parent.parent),
+        help="docker build context of kubeflow/Dockerfile: a --model-module .py file is copied "
+        "into its user_models/ (default: this checkout)",
+    )
+    comp.add_argument(
         "--machine-type",
         default="n1-standard-8",
         help="Vertex trainers' machine type (default: %(default)s)",
@@ -354,6 +368,35 @@ def build_parser() -> Parser:
     )
     bench.add_argument("--output", default="bench", help="output folder (default: %(default)s)")
 
+    check = sub.add_parser(
+        "check-model",
+        help="AMP readiness of a model (numeric and XLA probes) without training it",
+    )
+    check.add_argument("--model-module", required=True, metavar="PATH_OR_IMPORT")
+    check.add_argument(
+        "--data", help="data for the probe's real batch (default: the embedded digits)"
+    )
+    check.add_argument("--label", default=defaults.label, help="(default: %(default)s)")
+    check.add_argument(
+        "--policy",
+        choices=("auto", "mixed_bfloat16", "mixed_float16"),
+        default="auto",
+        help="policy to probe; auto: the hardware's (mixed_bfloat16 where it has none); "
+        "mixed_float16 is the GPU recipe, with XLA and tensor-core advice (default: auto)",
+    )
+    check.add_argument("--xla", choices=XLA_CHOICES, default="auto", help="(default: auto)")
+    check.add_argument(
+        "--batch-size", type=argtypes.positive, default=defaults.batch_size, help="(default: 64)"
+    )
+    check.add_argument(
+        "--image-size", type=argtypes.positive, default=defaults.image_size, help="(default: 32)"
+    )
+    check.add_argument(
+        "--output",
+        default="output/check",
+        help="folder for the data components' cache and readiness.json (default: %(default)s)",
+    )
+
     sub.add_parser("doctor", help="show the hardware and the precision recipe auto would pick")
     serving_cli.add_parsers(sub)
     return parser
@@ -364,6 +407,7 @@ def _config(args: argparse.Namespace) -> RunConfig:
         data=args.data,
         label=args.label,
         model=args.model,
+        model_module=args.model_module,
         policy=args.policy,
         xla=args.xla,
         output=args.output,
@@ -420,6 +464,30 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"  mlflow       {m['tracking_uri']} (experiment {m['experiment']}, run {m['run_id']})"
         )
     return summary["exit_code"]
+
+
+def cmd_check_model(args: argparse.Namespace) -> int:
+    from pipeline import check_model
+
+    config = RunConfig(
+        data=args.data,
+        label=args.label,
+        model_module=args.model_module,
+        policy=args.policy,
+        xla=args.xla,
+        batch_size=args.batch_size,
+        image_size=args.image_size,
+        output=args.output,
+    )
+    try:
+        report = check_model.check(config, sys.stdout)
+    except InputError as e:
+        print(f"amp-pipeline: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print()
+    print(check_model.format_report(report))
+    print(f"\n  report       {config.output_dir / 'readiness.json'}")
+    return 0 if report["ok"] else EXIT_REJECTED
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -481,6 +549,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
             data=args.data,
             label=args.label,
             model=args.model,
+            model_module=args.model_module,
             model_name=args.model_name,
             train_steps=args.train_steps,
             accuracy_tolerance=args.accuracy_tolerance,
@@ -490,11 +559,24 @@ def cmd_compile(args: argparse.Namespace) -> int:
             data = ingest.prepare(config.data, config.label, Path(tmp))
         config = dataclasses.replace(config, model_name=model_name_for(config, data))
         beam_args = _beam(args).args()
+        module_ref, copied = None, None
+        if args.model_module:
+            from kubeflow import user_module
+            from pipeline import user_model
+
+            checked = user_model.check(args.model_module, data)
+            module_ref, copied = user_module.package(checked, Path(args.image_context))
     except (InputError, ValueError) as e:
         print(f"amp-pipeline: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    out = compile_pipeline(config, data, deployment, Path(args.output), beam_args)
+    out = compile_pipeline(config, data, deployment, Path(args.output), beam_args, module_ref)
     print(f"compiled {config.pipeline_name} for {args.target}: {out}")
+    if module_ref is not None:
+        where = f"copied to {copied}: " if copied else ""
+        print(
+            f"model module: {where}the spec imports {module_ref.ref}; build the image "
+            "(kubeflow/Dockerfile) after compiling so that it holds the module"
+        )
     print("parameters: data_root, train_args (JSON TrainArgs), accuracy_tolerance")
     return 0
 
@@ -551,6 +633,7 @@ def main(argv: list[str] | None = None) -> int:
         "run": cmd_run,
         "bench": cmd_bench,
         "compile": cmd_compile,
+        "check-model": cmd_check_model,
         "submit": cmd_submit,
         "doctor": cmd_doctor,
         **serving_cli.COMMANDS,

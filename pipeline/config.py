@@ -24,6 +24,8 @@ class RunConfig:
         label: label column / feature name.
         model: `cnn`, `mlp`, `resnet50` (images, at --image-size, at least 32),
             `transformer` (one token per feature), or `auto` (cnn for images, mlp otherwise).
+        model_module: the user's model module (a `.py` file or an import path defining
+            `build_model(spec)`, components/model_module.py); replaces `model` when set.
         policy: AMP trainer policy: `auto` follows the hardware (see components/precision.py).
         xla: `auto`, `on` or `off` for the AMP trainer.
         output: folder for every artifact, log, the ML Metadata DB and the serving folder.
@@ -62,6 +64,7 @@ class RunConfig:
     data: str | None = None
     label: str = "label"
     model: str = "auto"
+    model_module: str | None = None
     policy: str = "auto"
     xla: str = "auto"
     output: str = "output"
@@ -195,6 +198,9 @@ def model_name_for(config: RunConfig, data: DataSpec) -> str:
 
 
 def model_for(config: RunConfig, data: DataSpec) -> str:
+    """The model's name in figures and MLflow: a built-in name, or `module:<file or import>`."""
+    if config.model_module:
+        return f"module:{Path(config.model_module).name}"
     if config.model != "auto":
         return config.model
     return "cnn" if data.image_shape is not None else "mlp"
@@ -202,6 +208,8 @@ def model_for(config: RunConfig, data: DataSpec) -> str:
 
 def model_options_for(config: RunConfig, model: str) -> dict:
     """Architecture options the pipeline passes to components.models.build_model."""
+    if config.model_module:
+        return {}
     if model == "resnet50":
         return {"resolution": max(32, config.image_size)}
     if model == "transformer":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from pathlib import Path
 from typing import TextIO
@@ -28,6 +29,7 @@ def _find_input_error(error: BaseException) -> InputError | None:
 def _params(config: RunConfig, data, recipe, model: str) -> dict:
     return {
         "model": model,
+        "model_module": config.model_module or "",
         "policy": recipe.policy,
         "xla": recipe.xla,
         "loss_scaling": recipe.loss_scaling,
@@ -61,6 +63,8 @@ def _track_success(tracker, latest, result: dict, config: RunConfig, tags: dict)
     fp32 = trainer_figures(latest.outputs[TRAINER_FP32]["model_run"])
     amp = trainer_figures(latest.outputs[TRAINER_AMP]["model_run"])
     report = write_report(result, fp32, amp, output)
+    readiness = output / "readiness.json"
+    readiness.write_text(json.dumps(amp.get("readiness"), indent=2) + "\n")
     candidate = Path(latest.outputs[TRAINER_AMP]["model"].uri) / "Format-Serving"
     tags = {
         **tags,
@@ -71,7 +75,7 @@ def _track_success(tracker, latest, result: dict, config: RunConfig, tags: dict)
         result,
         fp32,
         amp,
-        artifacts=[*report.values(), candidate / "dtype_report.json"],
+        artifacts=[*report.values(), candidate / "dtype_report.json", readiness],
         decision_files=[output / DECISION_JSON, output / DECISION_MD],
         model_name=config.model_name,
         saved_model=str(candidate),
@@ -108,6 +112,9 @@ def run(config: RunConfig, console: TextIO) -> dict:
 
             data = ingest.prepare(config.data, config.label, output / "data", config.image_size)
             config = dataclasses.replace(config, model_name=model_name_for(config, data))
+            from pipeline import user_model
+
+            module_ref = user_model.check(config.model_module, data)
             # Imported here so that TF's and Beam's start-up noise goes to the log file, and
             # after the data check so that a bad CSV is reported in a second.
             from absl import logging as absl_logging
@@ -119,7 +126,7 @@ def run(config: RunConfig, console: TextIO) -> dict:
             from pipeline.results import read_latest_run
 
             model = model_for(config, data)
-            if model in ("cnn", "resnet50") and data.image_shape is None:
+            if module_ref is None and model in ("cnn", "resnet50") and data.image_shape is None:
                 raise InputError(
                     f"--model {model}: {data.source} is tabular (no image features); "
                     "use --model mlp or transformer"
@@ -154,6 +161,7 @@ def run(config: RunConfig, console: TextIO) -> dict:
                     str(config.metadata_path)
                 ),
                 beam_pipeline_args=config.beam.args(),
+                model_module=module_ref,
             )
             progress.total = len(pipeline.components)
             tfx.orchestration.LocalDagRunner().run(pipeline)

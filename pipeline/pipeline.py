@@ -11,6 +11,7 @@ from tfx import v1 as tfx
 
 from components.anomaly_check import AnomalyCheck
 from components.infra_validation import InfraValidator
+from components.model_module import ModuleRef
 from components.precision import Recipe
 from components.preprocessing import LABEL_KEY
 from components.promotion_gate import PromotionGate
@@ -104,10 +105,16 @@ def _trainer(
     transform,
     train_steps,
     deployment: Deployment | None,
+    model_module: ModuleRef | None,
 ):
     custom_config = {
         "data_spec": data.to_dict(),
         "model": model_for(config, data),
+        "model_module": model_module.to_dict() if model_module else None,
+        # The AMP trainer checks AMP readiness before training and measures why AMP was not
+        # faster after it; the float32 baseline does neither.
+        "readiness": node_id == TRAINER_AMP,
+        "diagnose": node_id == TRAINER_AMP,
         "model_options": model_options_for(config, model_for(config, data)),
         "policy": policy,
         "xla": recipe.xla if policy != "float32" else False,
@@ -182,6 +189,57 @@ def _trainer(
     return trainer
 
 
+def data_components(data: DataSpec, data_root, pattern: str, model_module: ModuleRef | None):
+    """Ingestion, validation and Transform: ExampleGen, StatisticsGen, SchemaGen,
+    ExampleValidator, AnomalyCheck, Transform (in that order)."""
+    example_gen = make_example_gen(data, data_root, pattern)
+    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+    schema_gen = tfx.components.SchemaGen(
+        statistics=statistics_gen.outputs["statistics"],
+        infer_feature_shape=True,
+        exclude_splits=["eval"],  # the eval split is then validated against train's schema
+    )
+    example_validator = tfx.components.ExampleValidator(
+        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
+    )
+    anomaly_check = AnomalyCheck(anomalies=example_validator.outputs["anomalies"])
+    transform = tfx.components.Transform(
+        examples=example_gen.outputs["examples"],
+        schema=schema_gen.outputs["schema"],
+        preprocessing_fn="components.preprocessing.preprocessing_fn",
+        # The module is Transform's business only when it brings a preprocessing_fn: a change
+        # to the model alone keeps Transform's output cached.
+        custom_config={
+            "data_spec": data.to_dict(),
+            "model_module": model_module.to_dict()
+            if model_module and model_module.preprocessing
+            else None,
+            "custom_preprocessing": bool(model_module and model_module.preprocessing),
+        },
+    )
+    transform.add_upstream_node(anomaly_check)
+    return example_gen, statistics_gen, schema_gen, example_validator, anomaly_check, transform
+
+
+def create_check_pipeline(
+    config: RunConfig,
+    data: DataSpec,
+    model_module: ModuleRef | None,
+    metadata_connection_config=None,
+    beam_pipeline_args: list[str] | None = None,
+) -> tfx.dsl.Pipeline:
+    """The data half of the pipeline, for `check-model`: what the trainers would read."""
+    components = data_components(data, data.input_base, data.input_pattern, model_module)
+    return tfx.dsl.Pipeline(
+        pipeline_name=f"{config.pipeline_name}-check",
+        pipeline_root=str(config.pipeline_root),
+        components=list(components),
+        enable_cache=config.enable_cache,
+        metadata_connection_config=metadata_connection_config,
+        beam_pipeline_args=beam_pipeline_args or [],
+    )
+
+
 def create_pipeline(
     config: RunConfig,
     data: DataSpec,
@@ -189,12 +247,16 @@ def create_pipeline(
     metadata_connection_config=None,
     beam_pipeline_args: list[str] | None = None,
     deployment: Deployment | None = None,
+    model_module: ModuleRef | None = None,
 ) -> tfx.dsl.Pipeline:
     """The whole pipeline: ingestion and validation, Transform, two trainers, two evaluations
     (vs float32, vs production), infra validation on the local server, the promotion gate, push.
 
     With a `deployment` (Kubeflow/Vertex), the data root, the training steps and the accuracy
     tolerance become runtime parameters, and the trainers request the deployment's GPU.
+    `model_module` is the user's model module (a file path locally, an import path in a
+    compiled pipeline), used by both trainers and, when it defines one, its preprocessing_fn
+    by Transform.
     """
     if deployment is None:
         data_root, pattern = data.input_base, data.input_pattern
@@ -213,26 +275,19 @@ def create_pipeline(
         )
         pattern = "*"
         pipeline_root, serving_base = deployment.pipeline_root, deployment.serving_base
-    example_gen = make_example_gen(data, data_root, pattern)
-    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
-    schema_gen = tfx.components.SchemaGen(
-        statistics=statistics_gen.outputs["statistics"],
-        infer_feature_shape=True,
-        exclude_splits=["eval"],  # the eval split is then validated against train's schema
+    example_gen, statistics_gen, schema_gen, example_validator, anomaly_check, transform = (
+        data_components(data, data_root, pattern, model_module)
     )
-    example_validator = tfx.components.ExampleValidator(
-        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
-    )
-    anomaly_check = AnomalyCheck(anomalies=example_validator.outputs["anomalies"])
-    transform = tfx.components.Transform(
-        examples=example_gen.outputs["examples"],
-        schema=schema_gen.outputs["schema"],
-        preprocessing_fn="components.preprocessing.preprocessing_fn",
-        custom_config={"data_spec": data.to_dict()},
-    )
-    transform.add_upstream_node(anomaly_check)
     trainer_fp32 = _trainer(
-        TRAINER_FP32, config, data, recipe, "float32", transform, train_steps, deployment
+        TRAINER_FP32,
+        config,
+        data,
+        recipe,
+        "float32",
+        transform,
+        train_steps,
+        deployment,
+        model_module,
     )
     trainer_amp = _trainer(
         TRAINER_AMP,
@@ -243,6 +298,7 @@ def create_pipeline(
         transform,
         (config.amp_train_steps or train_steps) if deployment is None else train_steps,
         deployment,
+        model_module,
     )
 
     def evaluate_against(baseline, node_id: str):

@@ -41,6 +41,7 @@ def build_summary(
 ) -> dict:
     """Assembles run_summary.json from the run's artifacts, and copies the gate's decision files
     next to it."""
+    from components.amp_diagnosis import why_not_faster
     from components.promotion_gate import DECISION_JSON, DECISION_MD
     from pipeline.pipeline import (
         EVALUATOR,
@@ -77,18 +78,33 @@ def build_summary(
     amp_out = trainer(amp, measured["amp_accuracy"])
     amp_out["loss_scale"] = {k: v for k, v in amp.get("loss_scale", {}).items() if k != "history"}
     amp_out["dtype_warnings"] = amp.get("dtype_warnings", [])
+    speedup = _ratio(amp["examples_per_sec"], fp32["examples_per_sec"])
     return {
         "status": status,
         "exit_code": EXIT_PROMOTED if status == "promoted" else EXIT_REJECTED,
-        "policy": recipe.policy,
-        "xla": recipe.xla,
-        "loss_scaling": recipe.loss_scaling,
+        # What the AMP trainer ran (it may have fallen back from XLA), not what was asked.
+        "policy": amp.get("policy", recipe.policy),
+        "xla": amp.get("xla", recipe.xla),
+        "xla_fallback": amp.get("xla_fallback"),
+        "loss_scaling": amp.get("loss_scaling", recipe.loss_scaling),
+        "model": amp.get("model"),
+        "model_module": amp.get("model_module"),
+        "output_fix": amp.get("output_fix"),
+        "readiness": readiness_summary(amp.get("readiness")),
+        "why_not_faster": why_not_faster(
+            speedup,
+            amp.get("policy", recipe.policy),
+            recipe.reason,
+            fp32,
+            amp,
+            amp.get("diagnostics"),
+        ),
         "hardware": {**recipe.hardware.to_dict(), "reason": recipe.reason},
         "warnings": list(recipe.warnings),
         "fp32": trainer(fp32, measured["fp32_accuracy"]),
         "amp": amp_out,
         "production": {"accuracy": measured["production_accuracy"]},
-        "speedup": _ratio(amp["examples_per_sec"], fp32["examples_per_sec"]),
+        "speedup": speedup,
         "memory_ratio": _ratio(amp["peak_memory_mb"], fp32["peak_memory_mb"]),
         "accuracy_delta": measured["amp_accuracy"] - measured["fp32_accuracy"],
         "gate": {
@@ -112,6 +128,23 @@ def build_summary(
         },
         "config": config_dict,
         "output_dir": str(output_dir),
+    }
+
+
+def readiness_summary(report: dict | None) -> dict | None:
+    """The readiness check's verdict without its per-layer tables (those are in figures.json
+    and readiness.json)."""
+    if report is None:
+        return None
+    numeric = report.get("numeric") or {}
+    return {
+        "policy": report["policy"],
+        "ok": report["ok"],
+        "findings": report["findings"],
+        "numeric": {k: v for k, v in numeric.items() if k not in ("layers", "output_dtypes")},
+        "compile": report.get("compile"),
+        "tensor_core_advice": report.get("tensor_core_advice", []),
+        "float32_layers": report.get("float32_layers", []),
     }
 
 
@@ -169,6 +202,22 @@ def _serving(report: dict) -> dict:
     return {k: report[k] for k in keys if k in report}
 
 
+def readiness_lines(summary: dict) -> list[str]:
+    """The readiness check in the terminal table: its verdict and each finding."""
+    lines = []
+    fix = summary.get("output_fix")
+    if fix and fix.get("action") not in (None, "none"):
+        lines.append(f"  output       {fix['detail']}")
+    report = summary.get("readiness")
+    if not report:
+        return lines
+    verdict = "ready" if report["ok"] else f"{len(report['findings'])} finding(s)"
+    lines.append(f"  readiness    {verdict} under {report['policy']}")
+    lines += [f"    - {finding}" for finding in report["findings"]]
+    lines += [f"    tensor cores: {advice}" for advice in report.get("tensor_core_advice", [])]
+    return lines
+
+
 def _steps(trainer: dict) -> str:
     t = trainer["step_time_ms"]
     return f"{number(t['p50'], '.1f')}/{number(t['p90'], '.1f')}"
@@ -203,8 +252,18 @@ def format_table(summary: dict) -> str:
         f"  recipe       {summary['policy']}, xla={'on' if summary['xla'] else 'off'}, "
         f"loss scaling={'on' if summary['loss_scaling'] else 'off'}",
         f"  why          {hw['reason']}",
+    ]
+    if summary.get("xla_fallback"):
+        lines.append(f"  xla          fell back to off: {summary['xla_fallback']}")
+    lines += readiness_lines(summary)
+    lines += [
         f"  speedup      {number(summary['speedup'], '.2f', 'x')} examples/sec amp/fp32; "
         f"memory {number(summary['memory_ratio'], '.2f', 'x')} ({fp32['memory_method']})",
+    ]
+    slow = summary.get("why_not_faster")
+    if slow:
+        lines += [f"    why not faster: {reason}" for reason in slow["reasons"]]
+    lines += [
         f"  gate         {verdict}"
         + (f": failed {', '.join(gate['failed'])}" if gate["failed"] else ""),
     ]

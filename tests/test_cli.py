@@ -105,3 +105,46 @@ def test_doctor_names_the_hardware_and_the_recipe():
     assert "device:" in out and "policy:" in out and "reason:" in out
     policy = next(ln.split()[-1] for ln in out.splitlines() if ln.startswith("policy:"))
     assert policy in ("float32", "mixed_bfloat16", "mixed_float16")
+
+
+def _module_file(tmp_path, case):
+    from tests.test_model_module import BAD_MODULES
+
+    path = tmp_path / "bad.py"
+    path.write_text(BAD_MODULES[case][0])
+    return str(path)
+
+
+BAD_MODULE_CASES = [
+    "no build_model",
+    "raises on import",
+    "imports a missing package",
+    "raises on build",
+    "not a keras.Model",
+    "wrong class count",
+    "two outputs",
+]
+
+
+@pytest.mark.parametrize("case", BAD_MODULE_CASES + ["missing file", "missing import path"])
+def test_a_broken_model_module_is_one_line_exit_2_before_any_work(
+    case, tmp_path, output_with_pushed_model
+):
+    from tests.test_model_module import BAD_MODULES
+
+    if case == "missing file":
+        module, expected = str(tmp_path / "nope.py"), "--model-module"
+    elif case == "missing import path":
+        module, expected = "my_team.no_such_models", "my_team.no_such_models: no such module"
+    else:
+        module, expected = _module_file(tmp_path, case), BAD_MODULES[case][1]
+        expected = expected.replace("expected (batch, 3)", "expected (batch, 10)")  # the digits
+    before = tree_digest(output_with_pushed_model / "serving")
+    result = run_cli("run", "--output", str(output_with_pushed_model), "--model-module", module)
+    assert result.returncode == 2, result.stdout + result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert expected in line and ("bad.py" in line or case.startswith("missing")), line
+    assert "CsvExampleGen" not in result.stdout  # stopped before the pipeline started
+    assert tree_digest(output_with_pushed_model / "serving") == before
+    summary = json.loads((output_with_pushed_model / "run_summary.json").read_text())
+    assert summary["status"] == "bad_input" and summary["exports"]["saved_model"] is None

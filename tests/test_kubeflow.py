@@ -14,7 +14,7 @@ from kubeflow.deployment import Deployment
 from pipeline.config import RunConfig
 from pipeline.errors import InputError
 from pipeline.ingest import prepare
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 
 IMAGE = "europe-docker.pkg.dev/acme/ml/amp-pipeline:1.0"
 NODES = {
@@ -202,3 +202,40 @@ def test_beam_profile_arguments():
 def test_deployment_validation():
     with pytest.raises(ValueError, match="Received: target='aws'"):
         Deployment("aws", "img", "gs://r", "gs://d")
+
+
+def test_compiled_spec_imports_the_users_model_module_from_the_image(tmp_path):
+    context = tmp_path / "image-context"
+    out = tmp_path / "job.json"
+    result = run_cli(
+        "compile",
+        "--target",
+        "vertex",
+        "--image",
+        IMAGE,
+        "--pipeline-root",
+        "gs://acme/root",
+        "--output",
+        str(out),
+        "--model-module",
+        str(Path(__file__).parent.parent / "examples" / "own_preprocessing.py"),
+        "--image-context",
+        str(context),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "the spec imports user_models.own_preprocessing" in result.stdout
+    # The module lands where kubeflow/Dockerfile copies it into the image ...
+    copied = context / "user_models" / "own_preprocessing.py"
+    assert copied.read_text() == (ROOT / "examples" / "own_preprocessing.py").read_text()
+    dockerfile = (Path(__file__).parent.parent / "kubeflow" / "Dockerfile").read_text()
+    assert "COPY user_models/ user_models/" in dockerfile
+    # ... and both trainers and Transform name it by import path, never by a local file.
+    spec = _spec(out)
+    for trainer in ("TrainerFp32", "TrainerAmp"):
+        config = tasks_param(spec, trainer, "custom_config")
+        assert config["model_module"]["ref"] == "user_models.own_preprocessing"
+        assert config["model_module"]["preprocessing"] is True
+    transform = tasks_param(spec, "Transform", "custom_config")
+    assert transform["model_module"]["ref"] == "user_models.own_preprocessing"
+    assert transform["custom_preprocessing"] is True
+    assert str(tmp_path) not in out.read_text() and "examples/" not in out.read_text()

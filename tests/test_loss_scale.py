@@ -98,7 +98,7 @@ def test_nan_loss_without_loss_scaling_also_stops():
 
 
 def test_layers_with_non_float32_variables_are_named_under_a_mixed_policy():
-    from components.training import variable_dtype_warnings
+    from components.amp_rules import variable_dtype_warnings
 
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     inputs = keras.Input((4,))
