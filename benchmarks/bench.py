@@ -110,12 +110,39 @@ def compare(results: list[dict]) -> list[dict]:
     return out
 
 
+def microarchitecture(cpuinfo: str | None = None) -> str:
+    """AMD Zen generation from /proc/cpuinfo's family and model (the model name says only "AMD
+    EPYC" on these machines); vendor, family and model otherwise."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return "unknown"
+    fields = {}
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    vendor = fields.get("vendor_id", "")
+    family, model = fields.get("cpu family"), fields.get("model")
+    if not family or not model:
+        return "unknown"
+    family, model = int(family), int(model)
+    if vendor == "AuthenticAMD":
+        if family == 26:
+            return f"AMD Zen 5 (family {family}, model {model})"
+        if family == 25:
+            zen = "Zen 4" if model >= 0x10 else "Zen 3"
+            return f"AMD {zen} (family {family}, model {model})"
+    return f"{vendor} family {family} model {model}"
+
+
 def machine() -> dict:
     from components.precision import cpu_flags, cpu_name
 
     flags = cpu_flags()
     return {
         "cpu": cpu_name(),
+        "microarchitecture": microarchitecture(),
         "cores": os.cpu_count(),
         "bf16_flags": sorted(f for f in flags if "bf16" in f or f.startswith("amx")),
         "avx512": sorted(f for f in flags if f.startswith("avx512")),

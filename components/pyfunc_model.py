@@ -19,6 +19,13 @@ class ServingModel(mlflow.pyfunc.PythonModel):
         import pandas as pd
         import tensorflow as tf
 
+        from components.csv_format import sanitize_names
+
+        # Columns may come as the data wrote them ("Monthly charges"): the signature's inputs
+        # are the sanitised feature names.
+        model_input = model_input.set_axis(
+            sanitize_names([str(c) for c in model_input.columns]), axis=1
+        )
         missing = sorted(set(self._specs) - set(model_input.columns))
         if missing:
             raise ValueError(f"model input lacks feature columns: {', '.join(missing)}")

@@ -77,6 +77,26 @@ def plot_loss_scale(amp: dict, path: Path) -> Path:
     return path
 
 
+def data_section(summary: dict) -> list[str]:
+    """report.md's data section: notices (excluded columns, imbalance), missing values, classes."""
+    data = summary.get("data") or {}
+    lines = ["## Data", "", f"- {data.get('rows', 0):,} rows from {data.get('source')}"]
+    lines += [f"- {notice}" for notice in data.get("notices", [])]
+    missing = data.get("missing") or {}
+    if missing:
+        rows = max(data.get("rows") or 1, 1)
+        lines += ["", "| column | missing values | share |", "|---|---|---|"]
+        for name, count in sorted(missing.items(), key=lambda kv: -kv[1])[:30]:
+            lines.append(f"| {name} | {count:,} | {count / rows:.1%} |")
+    counts = data.get("class_counts") or {}
+    if counts:
+        ranked = sorted(counts.items(), key=lambda kv: -kv[1])
+        shown = ", ".join(f"{k}: {v:,}" for k, v in ranked[:20])
+        more = f", ... ({len(ranked)} classes)" if len(ranked) > 20 else ""
+        lines += ["", f"Examples per class: {shown}{more}"]
+    return [*lines, ""]
+
+
 def readiness_section(summary: dict) -> list[str]:
     """report.md's AMP readiness section: the verdict, each finding, the fixes applied."""
     report = summary.get("readiness")
@@ -151,6 +171,7 @@ def write_report(summary: dict, fp32: dict, amp: dict, out_dir: Path) -> dict[st
         f"- Gate: {'passed' if gate['passed'] else 'failed: ' + ', '.join(gate['failed'])}",
         f"- Pushed: {summary['exports']['saved_model'] or 'nothing'}",
         "",
+        *data_section(summary),
         *readiness_section(summary),
         *slow_section(summary),
         "![throughput and memory](throughput_memory.png)",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import resource
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -383,6 +384,7 @@ def train_and_export(spec: TrainSpec) -> dict:
         "curve": {"loss": monitor.losses, "accuracy": monitor.accuracies},
         "serving_precision": spec.serving_precision,
         "export": export,
+        "process_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
     (run_dir / "figures.json").write_text(json.dumps(figures, indent=2, default=_json_default))
     return figures

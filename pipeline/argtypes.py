@@ -38,3 +38,31 @@ def port(text: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"must be a port 0-65535 (0: any free port), got {text}")
     return value
+
+
+DELIMITER_NAMES = {"tab": "\t", "\\t": "\t", "comma": ",", "semicolon": ";", "pipe": "|"}
+
+
+def delimiter(text: str) -> str:
+    value = DELIMITER_NAMES.get(text.lower(), text)
+    if len(value) != 1 or value in '\r\n"':
+        raise argparse.ArgumentTypeError(
+            f"must be one character (or tab, comma, semicolon, pipe), got {text!r}"
+        )
+    return value
+
+
+def encoding(text: str) -> str:
+    import codecs
+
+    try:
+        return codecs.lookup(text).name
+    except LookupError:
+        raise argparse.ArgumentTypeError(f"unknown encoding {text!r}") from None
+
+
+def names(text: str) -> tuple[str, ...]:
+    values = tuple(v.strip() for v in text.split(",") if v.strip())
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected comma-separated column names, got {text!r}")
+    return values

@@ -37,7 +37,9 @@ def check(config: RunConfig, console: TextIO) -> dict:
     with captured_output(config.log_path) as (progress, terminal):
         from pipeline import ingest, user_model
 
-        data = ingest.prepare(config.data, config.label, output / "data", config.image_size)
+        data = ingest.prepare(
+            config.data, config.label, output / "data", config.image_size, config.csv
+        )
         config = dataclasses.replace(config, model_name=model_name_for(config, data))
         module_ref = user_model.check(config.model_module, data)
 

@@ -15,6 +15,7 @@ from kubeflow.beam_profiles import BEAM_RUNNERS, BeamProfile
 from kubeflow.deployment import TARGETS
 from pipeline import argtypes
 from pipeline.config import MODELS, SERVING_PRECISIONS, TFLITE_VARIANTS, RunConfig
+from pipeline.csv_inspect import CsvOptions
 from pipeline.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_REJECTED, InputError
 from serving import cli as serving_cli
 
@@ -80,6 +81,54 @@ def _add_beam_flags(p: argparse.ArgumentParser) -> None:
         "--beam-environment-type",
         default="DOCKER",
         help="Flink/Spark SDK workers: DOCKER, PROCESS or LOOPBACK (default: DOCKER)",
+    )
+
+
+def _add_csv_flags(p: argparse.ArgumentParser) -> None:
+    """How CSV inputs are read: `run`, `compile` and `check-model` read them alike."""
+    p.add_argument(
+        "--na-values",
+        type=lambda text: tuple(v for v in text.split(",")),
+        default=None,
+        metavar="LIST",
+        help="comma-separated cell texts that mean missing, replacing the default set "
+        "(pandas': '', NA, N/A, NaN, null, #N/A, None, ...)",
+    )
+    p.add_argument(
+        "--delimiter",
+        type=argtypes.delimiter,
+        default=None,
+        help="field separator: ',', ';', 'tab', '|' or one character (default: sniffed)",
+    )
+    p.add_argument(
+        "--encoding",
+        type=argtypes.encoding,
+        default="utf-8",
+        help="text encoding of the CSV files (default: %(default)s)",
+    )
+    p.add_argument(
+        "--keep-columns",
+        type=argtypes.names,
+        default=(),
+        metavar="LIST",
+        help="columns to keep as features although they look ID-like, constant, free text or dates",
+    )
+    p.add_argument(
+        "--drop-columns",
+        type=argtypes.names,
+        default=(),
+        metavar="LIST",
+        help="columns never to use as features",
+    )
+
+
+def _csv(args: argparse.Namespace) -> CsvOptions:
+    return CsvOptions(
+        na_values=args.na_values,
+        delimiter=args.delimiter,
+        encoding=args.encoding,
+        keep_columns=args.keep_columns,
+        drop_columns=args.drop_columns,
     )
 
 
@@ -256,6 +305,7 @@ def build_parser() -> Parser:
     )
     run.add_argument("--no-cache", action="store_true", help="rerun every component")
     _add_beam_flags(run)
+    _add_csv_flags(run)
 
     comp = sub.add_parser("compile", help="compile for Kubeflow Pipelines or Vertex AI")
     comp.add_argument("--target", choices=TARGETS, required=True)
@@ -301,6 +351,7 @@ def build_parser() -> Parser:
         help="Vertex region of the training jobs (default: %(default)s)",
     )
     _add_beam_flags(comp)
+    _add_csv_flags(comp)
 
     sub_vertex = sub.add_parser("submit", help="submit a compiled pipeline to Vertex AI")
     sub_vertex.add_argument("--target", choices=("vertex",), default="vertex")
@@ -391,11 +442,23 @@ def build_parser() -> Parser:
     check.add_argument(
         "--image-size", type=argtypes.positive, default=defaults.image_size, help="(default: 32)"
     )
+    _add_csv_flags(check)
     check.add_argument(
         "--output",
         default="output/check",
         help="folder for the data components' cache and readiness.json (default: %(default)s)",
     )
+
+    inspect = sub.add_parser(
+        "inspect",
+        help="what the pipeline makes of --data: columns, types, missing values, exclusions",
+    )
+    inspect.add_argument("--data", help="input (default: the embedded digits)")
+    inspect.add_argument("--label", default=defaults.label, help="(default: %(default)s)")
+    inspect.add_argument(
+        "--image-size", type=argtypes.positive, default=defaults.image_size, help="(default: 32)"
+    )
+    _add_csv_flags(inspect)
 
     sub.add_parser("doctor", help="show the hardware and the precision recipe auto would pick")
     serving_cli.add_parsers(sub)
@@ -433,6 +496,7 @@ def _config(args: argparse.Namespace) -> RunConfig:
         tracking_uri=args.tracking_uri,
         experiment=args.experiment,
         beam=_beam(args),
+        csv=_csv(args),
     )
 
 
@@ -478,6 +542,7 @@ def cmd_check_model(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         image_size=args.image_size,
         output=args.output,
+        csv=_csv(args),
     )
     try:
         report = check_model.check(config, sys.stdout)
@@ -554,9 +619,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
             train_steps=args.train_steps,
             accuracy_tolerance=args.accuracy_tolerance,
             min_speedup=args.min_speedup,
+            csv=_csv(args),
         )
         with tempfile.TemporaryDirectory() as tmp:
-            data = ingest.prepare(config.data, config.label, Path(tmp))
+            data = ingest.prepare(config.data, config.label, Path(tmp), csv_options=config.csv)
         config = dataclasses.replace(config, model_name=model_name_for(config, data))
         beam_args = _beam(args).args()
         module_ref, copied = None, None
@@ -607,6 +673,20 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from pipeline import ingest
+    from pipeline.data_report import format_data
+
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            data = ingest.prepare(args.data, args.label, Path(tmp), args.image_size, _csv(args))
+    except InputError as e:
+        print(f"amp-pipeline: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(format_data(data))
+    return 0
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from components.precision import choose_recipe, detect_hardware
 
@@ -634,6 +714,7 @@ def main(argv: list[str] | None = None) -> int:
         "bench": cmd_bench,
         "compile": cmd_compile,
         "check-model": cmd_check_model,
+        "inspect": cmd_inspect,
         "submit": cmd_submit,
         "doctor": cmd_doctor,
         **serving_cli.COMMANDS,

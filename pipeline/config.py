@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from kubeflow.beam_profiles import BeamProfile
+from pipeline.csv_inspect import CsvOptions
 from pipeline.ingest import DataSpec
 
 MODELS = ("auto", "cnn", "mlp", "resnet50", "transformer")
@@ -59,6 +60,8 @@ class RunConfig:
             under `output`.
         experiment: MLflow experiment name.
         beam: where the Beam-based components run (kubeflow/beam_profiles.py).
+        csv: how CSV inputs are read (missing-value markers, delimiter, encoding, columns kept
+            or dropped; pipeline/csv_inspect.py).
     """
 
     data: str | None = None
@@ -91,6 +94,7 @@ class RunConfig:
     tracking_uri: str | None = None
     experiment: str = "amp-pipeline"
     beam: BeamProfile = BeamProfile()
+    csv: CsvOptions = CsvOptions()
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:

@@ -9,10 +9,9 @@ cache (which fingerprints input files by size and mtime) hits on a rerun.
 
 from __future__ import annotations
 
-import csv
+import collections
 import dataclasses
 import gzip
-import io
 import logging
 import math
 from collections.abc import Iterable
@@ -58,10 +57,21 @@ class DataSpec:
     image_shape: tuple[int, int, int] | None = None
     pixel_scale: float = 1.0
     rows: int = 0
+    csv_format: dict | None = None
+    excluded: tuple[dict, ...] = ()
+    missing: dict = dataclasses.field(default_factory=dict)
+    class_counts: dict = dataclasses.field(default_factory=dict)
+    notices: tuple[str, ...] = ()
 
     @property
     def num_classes(self) -> int:
         return len(self.classes)
+
+    def original_name(self, feature: str) -> str:
+        """The column name as the user wrote it, for a feature name."""
+        if self.csv_format and feature in self.csv_format["names"]:
+            return self.csv_format["columns"][self.csv_format["names"].index(feature)]
+        return feature
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -74,7 +84,30 @@ class DataSpec:
         d["string_features"] = tuple(d["string_features"])
         if d.get("image_shape") is not None:
             d["image_shape"] = tuple(d["image_shape"])
+        d["excluded"] = tuple(d.get("excluded", ()))
+        d["notices"] = tuple(d.get("notices", ()))
         return cls(**d)
+
+
+def _same_file(a: Path, b: Path, chunk: int = 1 << 20) -> bool:
+    """Whether two files hold the same bytes, read a chunk at a time."""
+    if a.stat().st_size != b.stat().st_size:
+        return False
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while block := fa.read(chunk):
+            if block != fb.read(chunk):
+                return False
+    return True
+
+
+def replace_if_changed(path: Path, staged: Path) -> bool:
+    """Moves `staged` onto `path` unless `path` holds the same bytes (TFX's cache fingerprints
+    input files by size and mtime). Returns True if replaced."""
+    if path.exists() and _same_file(path, staged):
+        staged.unlink()
+        return False
+    staged.replace(path)
+    return True
 
 
 def write_if_changed(path: Path, data: bytes) -> bool:
@@ -124,80 +157,105 @@ def _classes(values: Iterable[str], where: str, label: str) -> tuple[str, tuple[
     return "string", tuple(sorted(distinct))
 
 
-def inspect_csv(path: Path, label: str) -> DataSpec:
-    """Checks a CSV file and describes it. Raises InputError naming the file and column."""
-    raw = path.read_bytes()
-    if path.suffix == ".gz":
-        raw = gzip.decompress(raw)
-    text = raw.decode("utf-8", errors="replace")
-    if not text.strip():
-        raise InputError(f"{path}: the CSV file is empty")
-    reader = csv.reader(io.StringIO(text))
-    header = next(reader)
-    rows = [r for r in reader if r]
-    if not rows:
-        raise InputError(f"{path}: the CSV file has a header but no rows")
-    if len(set(header)) != len(header):
-        dup = sorted({h for h in header if header.count(h) > 1})
-        raise InputError(f"{path}: duplicate column names: {', '.join(dup)}")
-    if label not in header:
-        raise InputError(
-            f"{path}: no label column {label!r} (columns: {', '.join(header)}); "
-            "name it with --label"
-        )
-    for line, row in enumerate(rows, start=2):
-        if len(row) != len(header):
-            raise InputError(
-                f"{path}: line {line} has {len(row)} fields, the header has {len(header)}"
-            )
-    columns = {name: [r[i].strip() for r in rows] for i, name in enumerate(header)}
+def label_notices(label: str, counts: dict[str, int]) -> list[str]:
+    """Class imbalance, and classes too small for the eval split to measure."""
+    from pipeline.csv_inspect import EVAL_SHARE, MIN_EVAL_EXAMPLES
 
-    labels = columns[label]
-    missing = [i + 2 for i, v in enumerate(labels) if v == ""]
-    if missing:
-        raise InputError(
-            f"{path}: label column {label!r} is empty on {len(missing)} rows "
-            f"(first: line {missing[0]})"
+    notices = []
+    ranked = sorted(counts.items(), key=lambda kv: kv[1])
+    (rare, low), (common, high) = ranked[0], ranked[-1]
+    if high >= 3 * low:
+        notices.append(
+            f"label {label!r} is imbalanced: {high:,} examples of {common!r}, {low:,} of "
+            f"{rare!r} ({high / low:.0f}x); accuracy then mostly measures the common classes"
         )
-    label_kind, classes = _classes(labels, str(path), label)
+    small = [c for c, n in ranked if n * EVAL_SHARE < MIN_EVAL_EXAMPLES]
+    if small:
+        needed = math.ceil(MIN_EVAL_EXAMPLES / EVAL_SHARE)
+        notices.append(
+            f"{len(small)} class(es) of {label!r} have fewer than {needed} examples, so about "
+            f"{MIN_EVAL_EXAMPLES} or fewer land in the eval split (one in {1 / EVAL_SHARE:.0f}): "
+            f"too few to measure their accuracy ({', '.join(map(repr, small[:5]))}"
+            f"{', ...' if len(small) > 5 else ''})"
+        )
+    if len(counts) > MAX_SLICED_CLASSES:
+        notices.append(
+            f"label {label!r} has {len(counts)} classes: they train and are gated as one "
+            f"accuracy; per-class slices of the evaluation are kept for at most "
+            f"{MAX_SLICED_CLASSES} classes"
+        )
+    return notices
 
+
+MAX_SLICED_CLASSES = 50
+
+
+def inspect_csv(
+    files: list[Path],
+    label: str,
+    options=None,
+    source: str | None = None,
+    input_base: Path | None = None,
+    pattern: str | None = None,
+) -> DataSpec:
+    """Checks CSV files (a file, or shards with one header each) and describes them.
+
+    Raises:
+        InputError: one line naming the file, line, column or flag.
+    """
+    from pipeline.csv_inspect import CsvOptions, inspect
+
+    where = source or str(files[0])
+    found = inspect(files, label, options or CsvOptions(), where)
+    fmt, columns = found["format"], found["columns"]
+    label_name = found["label"]
+    label_kind, classes = _classes(found["class_counts"], where, fmt.original(label_name))
+    excluded = {e["feature"] for e in found["excluded"]}
     numeric, strings = [], []
-    max_value = 0.0
-    for name in header:
-        if name == label:
+    for name in fmt.names:
+        if name == label_name or name in excluded:
             continue
-        present = [(i, v) for i, v in enumerate(columns[name]) if v != ""]
-        if not present:
-            logger.warning("%s: column %r is empty on every row; it is ignored", path, name)
-            continue
-        parsed = [(i, v, _parse_number(v)) for i, v in present]
-        bad = [(i, v) for i, v, x in parsed if x is None]
-        if not bad:
+        kind = fmt.types.get(name, "string")
+        if kind in ("int", "float", "bool"):
             numeric.append((name, 1))
-            max_value = max(max_value, max(abs(x) for _, _, x in parsed))
-        elif len(bad) * 2 < len(parsed):
-            i, v = bad[0]
-            raise InputError(
-                f"{path}: column {name!r} is numeric but line {i + 2} holds text {v!r}"
-            )
         else:
             strings.append(name)
     if not numeric and not strings:
-        raise InputError(f"{path}: no feature columns besides the label {label!r}")
+        raise InputError(f"{where}: no feature columns besides the label {label!r}")
+    keep = tuple(n for n in fmt.names if n not in excluded)
+    fmt = dataclasses.replace(fmt, keep=keep, types={n: fmt.types.get(n, "string") for n in keep})
     image_shape = _image_shape_from_pixels([n for n, _ in numeric]) if not strings else None
+    pixel_scale = max(columns[n].maximum for n, _ in numeric) if image_shape else 1.0
+    notices = [
+        f"column {e['column']!r} is not a feature: {e['reason']}"
+        + (
+            ""
+            if e["reason"].startswith(("dropped", "empty"))
+            else f"; keep it with --keep-columns {e['column']!r}"
+        )
+        for e in found["excluded"]
+    ]
+    notices += label_notices(fmt.original(label_name), found["class_counts"])
+    for notice in notices:  # the caller shows them (the run's terminal lines, `inspect`)
+        logger.info("%s", notice)
     return DataSpec(
-        source=str(path),
+        source=where,
         format="csv",
-        input_base=str(path.parent),
-        input_pattern=path.name,
-        label=label,
+        input_base=str(input_base or files[0].parent),
+        input_pattern=pattern or files[0].name,
+        label=label_name,
         label_kind=label_kind,
         classes=classes,
         numeric_features=tuple(numeric),
         string_features=tuple(strings),
         image_shape=image_shape,
-        pixel_scale=max_value if image_shape else 1.0,
-        rows=len(rows),
+        pixel_scale=float(pixel_scale) or 1.0,
+        rows=found["rows"],
+        csv_format=fmt.to_dict(),
+        excluded=tuple(found["excluded"]),
+        missing={n: columns[n].nulls for n in keep if columns[n].nulls},
+        class_counts={str(k): int(v) for k, v in found["class_counts"].items()},
+        notices=tuple(notices),
     )
 
 
@@ -218,7 +276,7 @@ def inspect_tfrecords(path: Path, label: str) -> DataSpec:
         raise InputError(f"{path}: no TFRecord files ({', '.join(TFRECORD_SUFFIXES)}) found")
     kinds: dict[str, str] = {}
     lengths: dict[str, set[int]] = {}
-    labels: list[str] = []
+    labels: collections.Counter = collections.Counter()  # memory: one entry per class
     max_value = 0.0
     rows = 0
     for f in files:
@@ -244,7 +302,7 @@ def inspect_tfrecords(path: Path, label: str) -> DataSpec:
                                 f"{rows}; exactly 1 is needed"
                             )
                         v = values[0]
-                        labels.append(v.decode() if isinstance(v, bytes) else str(v))
+                        labels[v.decode() if isinstance(v, bytes) else str(v)] += 1
                     elif kind != "bytes_list" and len(values):
                         max_value = max(max_value, max(abs(float(x)) for x in values))
                 if label not in example.features.feature:
@@ -294,6 +352,8 @@ def inspect_tfrecords(path: Path, label: str) -> DataSpec:
         image_shape=image_shape,
         pixel_scale=max(max_value, 1.0) if image_shape else 1.0,
         rows=rows,
+        class_counts=dict(labels),
+        notices=tuple(label_notices(label, labels)),
     )
 
 
@@ -317,22 +377,33 @@ def convert_image_folder(path: Path, label: str, size: int, workdir: Path) -> Da
     if not items:
         raise InputError(f"{path}: no PNG/JPEG images found (expected one subfolder per class)")
     _, classes = _classes((c for _, c in items), str(path), "class folder")
-    images = []
+
+    def unreadable(f: Path, e: BaseException) -> InputError:
+        return InputError(f"{f}: cannot read image ({e})")
+
+    # Two passes, one image in memory at a time: the headers decide grey or colour, then each
+    # image is decoded, resized and written.
+    grey = True
     for f, _ in items:
         try:
             with Image.open(f) as im:
-                im.load()
-                images.append(im.copy())
+                grey = grey and im.mode in ("L", "1", "I;16")
         except (UnidentifiedImageError, OSError, SyntaxError) as e:
-            raise InputError(f"{f}: cannot read image ({e})") from None
-    channels = 1 if all(im.mode in ("L", "1", "I;16") for im in images) else 3
+            raise unreadable(f, e) from None
+    channels = 1 if grey else 3
     mode = "L" if channels == 1 else "RGB"
     workdir.mkdir(parents=True, exist_ok=True)
     out = workdir / "images.tfrecord"
     staged = workdir / "images.tfrecord.staging"
     with tf.io.TFRecordWriter(str(staged)) as w:
-        for im, (_, cls) in zip(images, items, strict=True):
-            pixels = np.asarray(im.convert(mode).resize((size, size)), dtype=np.int64).reshape(-1)
+        for f, cls in items:
+            try:
+                with Image.open(f) as im:
+                    im.load()
+                    small = im.convert(mode).resize((size, size))
+            except (UnidentifiedImageError, OSError, SyntaxError) as e:
+                raise unreadable(f, e) from None
+            pixels = np.asarray(small, dtype=np.int64).reshape(-1)
             ex = tf.train.Example(
                 features=tf.train.Features(
                     feature={
@@ -344,8 +415,7 @@ def convert_image_folder(path: Path, label: str, size: int, workdir: Path) -> Da
                 )
             )
             w.write(ex.SerializeToString(deterministic=True))
-    write_if_changed(out, staged.read_bytes())
-    staged.unlink()
+    replace_if_changed(out, staged)
     return DataSpec(
         source=str(path),
         format="tfrecord",
@@ -358,11 +428,46 @@ def convert_image_folder(path: Path, label: str, size: int, workdir: Path) -> Da
         image_shape=(size, size, channels),
         pixel_scale=255.0,
         rows=len(items),
+        class_counts=dict(collections.Counter(c for _, c in items)),
+        notices=tuple(label_notices("class folder", collections.Counter(c for _, c in items))),
     )
 
 
-def prepare(data: str | None, label: str, workdir: Path, image_size: int = 32) -> DataSpec:
+CSV_SUFFIXES = (".csv", ".csv.gz")
+
+
+def _csv_glob(data: str) -> tuple[Path, str, list[Path]] | None:
+    """(folder, pattern, files) of a glob such as `exports/part-*.csv`, or None."""
+    if not any(ch in data for ch in "*?["):
+        return None
+    pattern_path = Path(data).expanduser()
+    folder = pattern_path.parent.resolve()
+    if any(ch in str(pattern_path.parent) for ch in "*?["):
+        raise InputError(f"--data {data}: wildcards are allowed in the file name only")
+    if not folder.is_dir():
+        raise InputError(f"--data {data}: no such folder {folder}")
+    files = sorted(
+        p
+        for p in folder.glob(pattern_path.name)
+        if p.is_file() and p.name.lower().endswith(CSV_SUFFIXES) and not p.name.startswith(".")
+    )
+    if not files:
+        raise InputError(f"--data {data}: no CSV files match")
+    return folder, pattern_path.name, files
+
+
+def prepare(
+    data: str | None,
+    label: str,
+    workdir: Path,
+    image_size: int = 32,
+    csv_options=None,
+) -> DataSpec:
     """Checks `--data` and prepares it for ExampleGen. `None` means the embedded digits.
+
+    `data` is a CSV file (`.csv`, `.csv.gz`), a folder of CSV shards or a glob of them, a
+    TFRecord file or folder, or an image folder (one subfolder per class). `csv_options`
+    (pipeline.csv_inspect.CsvOptions) are the user's CSV flags.
 
     Raises:
         InputError: with a one-line message naming the file, column or flag.
@@ -370,32 +475,33 @@ def prepare(data: str | None, label: str, workdir: Path, image_size: int = 32) -
     if data is None:
         target = workdir / "digits" / "digits.csv"
         write_if_changed(target, gzip.decompress(DIGITS_CSV.read_bytes()))
-        return dataclasses.replace(inspect_csv(target, "label"), source="embedded digits")
+        return inspect_csv([target], "label", csv_options, source="embedded digits")
+    shards = _csv_glob(data)
+    if shards is not None:
+        folder, pattern, files = shards
+        return inspect_csv(files, label, csv_options, data, folder, pattern)
     path = Path(data).expanduser().resolve()
     if not path.exists():
         raise InputError(f"--data {data}: no such file or directory")
     name = path.name.lower()
     if path.is_file():
-        if name.endswith((".csv", ".csv.gz")):
-            if name.endswith(".gz"):
-                target = workdir / "csv" / path.name[: -len(".gz")]
-                write_if_changed(target, gzip.decompress(path.read_bytes()))
-                spec = inspect_csv(target, label)
-                return dataclasses.replace(spec, source=str(path))
-            return inspect_csv(path, label)
+        if name.endswith(CSV_SUFFIXES):
+            return inspect_csv([path], label, csv_options, str(path))
         if name.endswith(TFRECORD_SUFFIXES):
             return inspect_tfrecords(path, label)
         raise InputError(
-            f"--data {data}: unknown file type; expected .csv, .tfrecord(.gz) or an image folder"
+            f"--data {data}: unknown file type; expected .csv, .csv.gz, .tfrecord(.gz), a "
+            "folder of CSV shards or an image folder"
         )
-    entries = [p for p in path.iterdir() if not p.name.startswith(".")]
+    entries = [p for p in path.iterdir() if not p.name.startswith((".", "_"))]
     if any(p.is_dir() for p in entries):
         return convert_image_folder(path, label, image_size, workdir / "images")
+    csvs = [p for p in entries if p.is_file() and p.name.lower().endswith(CSV_SUFFIXES)]
+    if csvs:
+        return inspect_csv(sorted(csvs), label, csv_options, str(path), path, "*")
     if any(p.is_file() and p.name.lower().endswith(TFRECORD_SUFFIXES) for p in entries):
         return inspect_tfrecords(path, label)
-    if any(p.name.lower().endswith(".csv") for p in entries):
-        raise InputError(f"--data {data}: a folder of CSV files; pass one CSV file instead")
     raise InputError(
-        f"--data {data}: empty or unrecognised folder; expected TFRecord files or one "
-        "subfolder of PNG/JPEG images per class"
+        f"--data {data}: empty or unrecognised folder; expected CSV shards, TFRecord files or "
+        "one subfolder of PNG/JPEG images per class"
     )

@@ -110,7 +110,9 @@ def run(config: RunConfig, console: TextIO) -> dict:
         try:
             from pipeline import ingest
 
-            data = ingest.prepare(config.data, config.label, output / "data", config.image_size)
+            data = ingest.prepare(
+                config.data, config.label, output / "data", config.image_size, config.csv
+            )
             config = dataclasses.replace(config, model_name=model_name_for(config, data))
             from pipeline import user_model
 
@@ -138,6 +140,8 @@ def run(config: RunConfig, console: TextIO) -> dict:
                 f"amp-pipeline: {data.source} ({data.rows} rows, {data.num_classes} classes), "
                 f"model {model}, AMP policy {recipe.policy} [{recipe.reason}]\n"
             )
+            for notice in data.notices:
+                terminal.write(f"  note: {notice}\n")
             terminal.write(f"  full log: {config.log_path}\n")
             tracker = RunTracker(
                 config.tracking_uri or default_tracking_uri(output),
@@ -169,6 +173,8 @@ def run(config: RunConfig, console: TextIO) -> dict:
             result = summary.build_summary(
                 latest.outputs, recipe, dataclasses.asdict(config), data.to_dict(), output
             )
+            result["timings_s"] = dict(progress.timings)
+            result["driver_peak_rss_mb"] = peak_rss_mb()
             if result["status"] == "promoted":
                 from serving.deploy import write_deployment
 
@@ -193,6 +199,13 @@ def run(config: RunConfig, console: TextIO) -> dict:
                 raise input_error from None
             raise RunFailed(f"{type(e).__name__}{where}: {e}", Path(config.log_path)) from e
     return result
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set so far (ru_maxrss, kB on Linux)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 class RunFailed(RuntimeError):

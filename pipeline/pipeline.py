@@ -10,6 +10,7 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 from tfx import v1 as tfx
 
 from components.anomaly_check import AnomalyCheck
+from components.csv_example_gen import CsvExampleGen
 from components.infra_validation import InfraValidator
 from components.model_module import ModuleRef
 from components.precision import Recipe
@@ -17,7 +18,7 @@ from components.preprocessing import LABEL_KEY
 from components.promotion_gate import PromotionGate
 from kubeflow.deployment import Deployment
 from pipeline.config import RunConfig, model_for, model_name_for, model_options_for
-from pipeline.ingest import DataSpec
+from pipeline.ingest import MAX_SLICED_CLASSES, DataSpec
 
 TRAINER_FP32 = "TrainerFp32"
 TRAINER_AMP = "TrainerAmp"
@@ -75,7 +76,13 @@ def eval_config(config: RunConfig, data: DataSpec) -> tfma.EvalConfig:
         )
     return tfma.EvalConfig(
         model_specs=[spec(CANDIDATE, False), spec(BASELINE, True)],
-        slicing_specs=[tfma.SlicingSpec(), tfma.SlicingSpec(feature_keys=[data.label])],
+        # Per-class slices, where there are few enough classes to read them (ingest says so).
+        slicing_specs=[tfma.SlicingSpec()]
+        + (
+            [tfma.SlicingSpec(feature_keys=[data.label])]
+            if data.num_classes <= MAX_SLICED_CLASSES
+            else []
+        ),
         metrics_specs=metrics_specs,
     )
 
@@ -92,8 +99,16 @@ def make_example_gen(data: DataSpec, input_base, pattern: str):
             ]
         )
     )
-    gen = tfx.components.CsvExampleGen if data.format == "csv" else tfx.components.ImportExampleGen
-    return gen(input_base=input_base, input_config=input_config, output_config=output_config)
+    if data.format == "csv":
+        return CsvExampleGen(
+            input_base=input_base,
+            csv_format=data.csv_format,
+            input_config=input_config,
+            output_config=output_config,
+        )
+    return tfx.components.ImportExampleGen(
+        input_base=input_base, input_config=input_config, output_config=output_config
+    )
 
 
 def _trainer(

@@ -5,33 +5,75 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
+HEARTBEAT_SECONDS = 10.0
+ROWS = re.compile(r"progress: ([\d,]+) rows")
+
 
 class ProgressHandler(logging.Handler):
-    """Turns LocalDagRunner's 'Component X is running/finished.' records into progress lines."""
+    """Turns LocalDagRunner's 'Component X is running/finished.' records into progress lines,
+    and shows that a long component is moving: every `heartbeat` seconds a line with its
+    elapsed time (and rows read, where the component logs them)."""
 
-    def __init__(self, stream: TextIO, total: int = 0):
+    def __init__(self, stream: TextIO, total: int = 0, heartbeat: float = HEARTBEAT_SECONDS):
         super().__init__(level=logging.INFO)
         self.total = total
         self.stream = stream
         self.done = 0
         self.started = time.monotonic()
+        self.heartbeat = heartbeat
         self._current: str | None = None
         self._t0 = 0.0
         self._cached = False
+        self._rows: str | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
         self.timings: dict[str, float] = {}
 
+    def start_heartbeat(self) -> None:
+        self._thread = threading.Thread(target=self._beat, name="progress", daemon=True)
+        self._thread.start()
+
+    def stop_heartbeat(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.heartbeat):
+            with self._lock:
+                if self._current is None or time.monotonic() - self._t0 < self.heartbeat:
+                    continue
+                rows = f"   {self._rows} rows" if self._rows else ""
+                end = "\r" if self.stream.isatty() else "\n"
+                self.stream.write(
+                    f"  [{self.done + 1:2d}/{self.total}] {self._current:<20} running "
+                    f"{time.monotonic() - self._t0:5.0f}s{rows}{end}"
+                )
+                self.stream.flush()
+
     def emit(self, record: logging.LogRecord) -> None:
+        with self._lock:
+            self._emit(record)
+
+    def _emit(self, record: logging.LogRecord) -> None:
         msg = record.getMessage()
+        rows = ROWS.search(msg) if self._current else None
+        if rows:
+            self._rows = rows.group(1)
         if msg.startswith("Component ") and msg.endswith(" is running."):
             self._current = msg[len("Component ") : -len(" is running.")]
             self._t0 = time.monotonic()
             self._cached = False
+            self._rows = None
             if self.stream.isatty():
                 self.stream.write(f"  [{self.done + 1:2d}/{self.total}] {self._current} ...\r")
                 self.stream.flush()
@@ -77,9 +119,11 @@ def captured_output(log_path: Path) -> Iterator[tuple[ProgressHandler, TextIO]]:
     root.addHandler(progress)
     root.setLevel(logging.INFO)
     logging.captureWarnings(True)
+    progress.start_heartbeat()
     try:
         yield progress, console
     finally:
+        progress.stop_heartbeat()
         root.removeHandler(file_handler)
         root.removeHandler(progress)
         for h in saved_handlers:

@@ -223,14 +223,21 @@ def _read_rows(path: Path, inputs: dict) -> dict:
     import numpy as np
     import tensorflow as tf
 
+    from components.csv_format import FALSE_VALUES, TRUE_VALUES, sanitize_names
     from pipeline.errors import InputError
 
     if not path.is_file():
         raise InputError(f"--csv {path}: no such file")
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.reader(f)
+        header = next(reader, [])
+        # Columns as the training data wrote them: the signature's inputs are their sanitised
+        # feature names (the pipeline's ingestion uses the same function).
+        names = sanitize_names(header)
+        rows = [dict(zip(names, r, strict=False)) for r in reader if r]
     if not rows:
         raise InputError(f"--csv {path}: no rows")
+    booleans = {**dict.fromkeys(TRUE_VALUES, "1"), **dict.fromkeys(FALSE_VALUES, "0")}
     missing = sorted(set(inputs) - set(rows[0]))
     if missing:
         raise InputError(
@@ -241,7 +248,9 @@ def _read_rows(path: Path, inputs: dict) -> dict:
         dtype = tf.dtypes.as_dtype(dtype_enum)
         values = []
         for i, row in enumerate(rows, start=2):
-            text = row[name]
+            text = row.get(name, "").strip()
+            if dtype != tf.string:
+                text = booleans.get(text, text)
             if text == "" and dtype != tf.string:
                 raise InputError(f"--csv {path}: line {i}, column '{name}' is empty")
             try:

@@ -1,0 +1,56 @@
+"""What the input check made of `--data`, for people: `amp-pipeline inspect` prints it."""
+
+from __future__ import annotations
+
+from pipeline.ingest import DataSpec
+
+
+def format_data(data: DataSpec) -> str:
+    """Columns as written and as features, their types and missing values, the exclusions with
+    their reasons, the classes, and every notice."""
+    lines = [
+        f"data         {data.source}: {data.rows:,} rows, {data.num_classes} classes "
+        f"({data.format})"
+    ]
+    fmt = data.csv_format
+    if fmt:
+        delimiter = {"\t": "tab", ",": "','", ";": "';'", "|": "'|'"}.get(
+            fmt["delimiter"], repr(fmt["delimiter"])
+        )
+        lines.append(
+            f"format       delimiter {delimiter}, encoding {fmt['encoding']}, "
+            f"{len(fmt['na_values'])} missing-value markers "
+            f"({', '.join(repr(v) for v in fmt['na_values'][:6])}"
+            f"{', ...' if len(fmt['na_values']) > 6 else ''})"
+        )
+    kinds = dict.fromkeys((n for n, _ in data.numeric_features), "numeric")
+    kinds.update(dict.fromkeys(data.string_features, "string"))
+    types = (fmt or {}).get("types", {})
+    width = max([len(data.original_name(n)) for n in kinds] + [6])
+    lines.append("")
+    lines.append(f"  {'column':<{width}}  {'feature':<{width}}  {'type':<7}  missing")
+    for name in kinds:
+        missing = data.missing.get(name, 0)
+        share = f" ({missing / data.rows:.1%})" if missing and data.rows else ""
+        lines.append(
+            f"  {data.original_name(name):<{width}}  {name:<{width}}  "
+            f"{types.get(name, kinds[name]):<7}  {missing:,}{share}"
+        )
+    lines.append(
+        f"  {data.original_name(data.label):<{width}}  {data.label:<{width}}  label    "
+        f"{data.num_classes} classes"
+    )
+    if data.excluded:
+        lines.append("")
+        for e in data.excluded:
+            lines.append(f"excluded     {e['column']!r}: {e['reason']}")
+    if data.class_counts:
+        ranked = sorted(data.class_counts.items(), key=lambda kv: -kv[1])
+        shown = ", ".join(f"{k} {v:,}" for k, v in ranked[:12])
+        lines.append("")
+        lines.append(f"classes      {shown}{', ...' if len(ranked) > 12 else ''}")
+    if data.image_shape:
+        h, w, c = data.image_shape
+        lines.append(f"image        {h}x{w}x{c}, pixels divided by {data.pixel_scale:g}")
+    lines += [f"note         {n}" for n in data.notices if not n.startswith("column ")]
+    return "\n".join(lines)
