@@ -1,8 +1,10 @@
 """AnomalyCheck: stops the run when ExampleValidator found anomalies, before any training."""
 
+import logging
 import os
 
 from tensorflow_data_validation.utils import anomalies_util
+from tensorflow_metadata.proto.v0 import anomalies_pb2
 from tfx import v1 as tfx
 from tfx.types import artifact_utils
 
@@ -28,6 +30,23 @@ def describe_anomalies(anomalies_by_split: dict) -> str:
     return "; ".join(parts)
 
 
+# SchemaGen gives an integer feature a boolean domain when the train split holds only 0 and 1;
+# a 2 in the eval split is then "drift". The input check types features itself: not drift.
+GUESSED_BOOLEAN = {
+    anomalies_pb2.AnomalyInfo.BOOL_TYPE_BIG_INT,
+    anomalies_pb2.AnomalyInfo.BOOL_TYPE_SMALL_INT,
+}
+
+
+def guessed_booleans(result) -> list[str]:
+    """Features whose only anomaly is a boolean domain SchemaGen guessed for an integer."""
+    return [
+        feature
+        for feature, info in result.anomaly_info.items()
+        if info.reason and all(r.type in GUESSED_BOOLEAN for r in info.reason)
+    ]
+
+
 ExampleAnomalies = tfx.types.standard_artifacts.ExampleAnomalies
 
 
@@ -38,6 +57,14 @@ def AnomalyCheck(anomalies: tfx.dsl.components.InputArtifact[ExampleAnomalies]) 
     for split in artifact_utils.decode_split_names(anomalies.split_names):
         path = os.path.join(anomalies.uri, f"Split-{split}", "SchemaDiff.pb")
         result = anomalies_util.load_anomalies_binary(path)
+        for feature in guessed_booleans(result):
+            logging.info(
+                "split %s, feature %s: an integer TFDV guessed to be boolean from the train "
+                "split; values outside {0, 1} elsewhere are not drift",
+                split,
+                feature,
+            )
+            del result.anomaly_info[feature]
         if result.anomaly_info or result.HasField("dataset_anomaly_info"):
             found[split] = result
     if found:

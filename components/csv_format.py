@@ -285,6 +285,7 @@ def to_examples(batch, types: dict[str, str]) -> list[bytes]:
     missing cell is an absent feature (as TFX's CsvExampleGen writes it)."""
     import pyarrow as pa
     import pyarrow.compute as pc
+    from tensorflow.core.example.example_pb2 import Example
     from tfx_bsl.coders import example_coder
 
     arrays, fields = [], []
@@ -307,4 +308,10 @@ def to_examples(batch, types: dict[str, str]) -> list[bytes]:
         arrays.append(pa.ListArray.from_arrays(offsets, values))
         fields.append(name)
     record_batch = pa.RecordBatch.from_arrays(arrays, fields)
-    return example_coder.RecordBatchToExamples(record_batch)
+    # The C++ encoder's feature order varies from process to process; ExampleGen splits by a
+    # hash of the bytes, so they are re-serialised with sorted keys: the same row lands in the
+    # same split on every run and with any number of Beam workers.
+    return [
+        Example.FromString(e).SerializeToString(deterministic=True)
+        for e in example_coder.RecordBatchToExamples(record_batch)
+    ]

@@ -66,6 +66,9 @@ class Measurements:
         amp_examples_per_sec: AMP trainer throughput.
         amp_policy: the AMP trainer's dtype policy (float32 where the hardware has no faster
             precision).
+        majority_share: the share of the most common class in the data: the accuracy of a
+            "model" that always predicts it. None: unknown (the rule is skipped).
+        majority_class: that class.
     """
 
     fp32_accuracy: float
@@ -74,6 +77,8 @@ class Measurements:
     fp32_examples_per_sec: float
     amp_examples_per_sec: float
     amp_policy: str
+    majority_share: float | None = None
+    majority_class: str = ""
 
 
 EPSILON = 1e-9  # accuracies are ratios of counts: 0.94 - 0.95 must equal -0.01 here
@@ -156,7 +161,30 @@ def min_speedup(m: Measurements, cfg: GateConfig) -> Rule:
     )
 
 
-RULES = (accuracy_parity, min_accuracy, production_regression, min_speedup)
+def beats_majority(m: Measurements, cfg: GateConfig) -> Rule:
+    """A model no better than always answering the most common class is useless, however close
+    to its float32 twin it is (0.0 vs 0.0 passes parity)."""
+    if m.majority_share is None:
+        return Rule(
+            "beats_majority",
+            None,
+            0.0,
+            True,
+            "class shares unknown: no majority-class baseline to beat",
+            skipped=True,
+        )
+    passed = _finite(m.amp_accuracy) and m.amp_accuracy > m.majority_share + EPSILON
+    return Rule(
+        "beats_majority",
+        m.amp_accuracy,
+        m.majority_share,
+        passed,
+        f"AMP accuracy {m.amp_accuracy:.4f} vs {m.majority_share:.4f} for always predicting the "
+        f"most common class ({m.majority_class!r}): a model must do better than that",
+    )
+
+
+RULES = (accuracy_parity, min_accuracy, beats_majority, production_regression, min_speedup)
 
 
 def tflite_rules(report: dict) -> tuple[Rule, ...]:

@@ -12,12 +12,14 @@ from tfx import v1 as tfx
 from tfx.types.artifact import Artifact
 
 from components import gate_rules, infra_validation
+from components.baseline import majority
 
 ModelEvaluation = tfx.types.standard_artifacts.ModelEvaluation
 ModelRun = tfx.types.standard_artifacts.ModelRun
 Model = tfx.types.standard_artifacts.Model
 ModelBlessing = tfx.types.standard_artifacts.ModelBlessing
 InfraBlessing = tfx.types.standard_artifacts.InfraBlessing
+Examples = tfx.types.standard_artifacts.Examples
 InputArtifact = tfx.dsl.components.InputArtifact
 OutputArtifact = tfx.dsl.components.OutputArtifact
 Parameter = tfx.dsl.components.Parameter
@@ -89,16 +91,20 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
     amp_run: InputArtifact[ModelRun],
     model: InputArtifact[Model],
     infra_blessing: InputArtifact[InfraBlessing],
+    examples: InputArtifact[Examples],
     blessing: OutputArtifact[ModelBlessing],
     decision: OutputArtifact[GateDecision],
     accuracy_tolerance: Parameter[float] = 0.005,
     min_accuracy: Parameter[float] = 0.0,
     min_speedup: Parameter[float] = 1.0,
+    label: Parameter[str] = "",
+    label_kind: Parameter[str] = "int",
 ) -> None:
     """Decides promotion; writes the blessing and decision.json/decision.md."""
     cfg = gate_rules.GateConfig(accuracy_tolerance, min_accuracy, min_speedup)
     fp32, amp = _figures(fp32_run), _figures(amp_run)
     parity = overall_accuracy(parity_evaluation.uri)
+    baseline = majority(examples.uri, label, label_kind) if label else {"share": None, "class": ""}
     production = overall_accuracy(production_evaluation.uri)
     measurements = gate_rules.Measurements(
         fp32_accuracy=parity["baseline"],
@@ -107,12 +113,15 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
         fp32_examples_per_sec=fp32["examples_per_sec"],
         amp_examples_per_sec=amp["examples_per_sec"],
         amp_policy=amp["policy"],
+        majority_share=baseline["share"],
+        majority_class=baseline["class"] or "",
     )
     with open(os.path.join(infra_blessing.uri, infra_validation.REPORT)) as f:
         serving = json.load(f)
     extra = (*gate_rules.tflite_rules(amp.get("export", {})), gate_rules.serving_rule(serving))
     result = gate_rules.decide(measurements, cfg, extra=extra)
     result["measurements"] = measurements.__dict__
+    result["majority_baseline"] = baseline
     result["serving"] = serving
     production_id = (
         production_blessing.get_int_custom_property("baseline_model_id")

@@ -101,12 +101,20 @@ class TFLiteRunner:
 
 
 def parity(probs: np.ndarray, reference: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-    """Accuracy, agreement with the reference's classes and the largest output difference."""
+    """Accuracy, agreement with the reference's classes and the largest output difference,
+    with the counts the gate's statistics need (components/gate_stats.py): examples, agreeing
+    examples, and the examples only one of the two got right."""
     predicted = probs.argmax(axis=1)
+    expected = reference.argmax(axis=1)
+    right, reference_right = predicted == labels, expected == labels
     return {
-        "accuracy": float(np.mean(predicted == labels)),
-        "agreement": float(np.mean(predicted == reference.argmax(axis=1))),
+        "accuracy": float(np.mean(right)),
+        "agreement": float(np.mean(predicted == expected)),
         "max_abs_diff": float(np.max(np.abs(probs - reference))),
+        "n": int(len(labels)),
+        "agreeing": int(np.sum(predicted == expected)),
+        "only_variant_right": int(np.sum(right & ~reference_right)),
+        "only_reference_right": int(np.sum(~right & reference_right)),
     }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -19,6 +20,14 @@ logger = logging.getLogger(__name__)
 DEFAULT_EXPERIMENT = "amp-pipeline"
 CHAMPION = "champion"
 PARENT_TAG = "mlflow.parentRunId"
+OUTPUT_TAG = "amp.output"
+DRIVER_HOST = "amp.driver_host"
+DRIVER_PID = "amp.driver_pid"
+
+
+def _quote(text: str) -> str:
+    """A value inside MLflow's single-quoted filter strings."""
+    return text.replace("\\", "\\\\").replace("'", "\\'")
 
 
 def default_tracking_uri(output_dir: Path) -> str:
@@ -130,11 +139,50 @@ class RunTracker:
                 tags=ts if i == 0 else [],
             )
 
-    def start(self, name: str, params: dict, tags: dict) -> str:
-        """Opens the parent run (status RUNNING) before the pipeline starts."""
-        self.run_id = self._create(name, {**tags, "git_commit": git_commit()})
+    def start(self, name: str, params: dict, tags: dict, output: Path | None = None) -> str:
+        """Opens the parent run (status RUNNING) before the pipeline starts.
+
+        It is tagged with this host, process and output folder, so that a later run in the
+        same folder can tell it was left RUNNING by a killed driver (`fail_stale_runs`).
+        """
+        owner = {DRIVER_HOST: socket.gethostname(), DRIVER_PID: str(os.getpid())}
+        if output is not None:
+            owner[OUTPUT_TAG] = str(output)
+        self.run_id = self._create(name, {**tags, **owner, "git_commit": git_commit()})
         self._log(self.run_id, params=params)
         return self.run_id
+
+    def fail_stale_runs(self, output: Path) -> list[str]:
+        """Marks FAILED every run still RUNNING for this host's `output` folder.
+
+        Call it holding the folder's lock: no live run can then be writing there, so a RUNNING
+        run there was left by a driver that was killed before it could end it.
+        """
+        query = (
+            "attributes.status = 'RUNNING' and "
+            f"tags.`{OUTPUT_TAG}` = '{_quote(str(output))}' and "
+            f"tags.`{DRIVER_HOST}` = '{_quote(socket.gethostname())}'"
+        )
+        stale = []
+        for run in self.client.search_runs([self.experiment_id], query, max_results=1000):
+            pid = run.data.tags.get(DRIVER_PID, "?")
+            note = (
+                f"stale: its driver (pid {pid}) stopped without ending the run; marked FAILED "
+                "by the next run in the same output folder"
+            )
+            self.client.set_tag(run.info.run_id, "error", note)
+            self.client.set_terminated(run.info.run_id, "FAILED")
+            stale.append(run.info.run_id)
+        return stale
+
+    def kill(self, reason: str) -> None:
+        """Ends every open run as KILLED (SIGINT/SIGTERM), with the reason as a tag."""
+        for run_id in list(reversed(self._open)):
+            try:
+                self.client.set_tag(run_id, "error", reason[:5000])
+                self._end(run_id, "KILLED")
+            except Exception:  # noqa: BLE001 - keep ending the others
+                logger.exception("could not mark MLflow run %s KILLED", run_id)
 
     def fail(self, error: BaseException | str) -> None:
         """Ends every open run as FAILED, with the error message as a tag."""

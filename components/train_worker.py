@@ -10,6 +10,7 @@ import logging
 import sys
 from pathlib import Path
 
+from components.child_process import watch_parent
 from components.loss_scale import LossScaleCollapse
 from components.model_module import ModelModuleError
 from components.training import TrainSpec, train_and_export
@@ -18,6 +19,7 @@ from pipeline.errors import EXIT_BAD_INPUT
 
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    watch_parent()  # never train on into an abandoned folder
     spec = TrainSpec.from_json(Path(argv[1]).read_text())
     try:
         figures = train_and_export(spec)

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from components.child_process import die_with_parent
 from components.training import TrainSpec
 from pipeline.errors import EXIT_BAD_INPUT, InputError
 
@@ -86,12 +87,15 @@ def run_in_subprocess(spec: TrainSpec) -> dict:
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     with open(log_path, "w") as log:
+        # The trainer dies with the run: subprocess.run kills it when the wait is interrupted,
+        # and the kernel sends it SIGTERM if the driver is killed outright.
         proc = subprocess.run(
             [sys.executable, "-m", "components.train_worker", str(spec_path)],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
             check=False,
+            preexec_fn=die_with_parent,
         )
     if proc.returncode != 0:
         lines = [ln for ln in log_path.read_text().splitlines() if ln.strip()]

@@ -14,6 +14,7 @@ from typing import TextIO
 
 from pipeline.config import RunConfig, model_for, model_name_for, model_options_for
 from pipeline.progress import captured_output
+from pipeline.run_lock import OutputLock, check_output
 
 REDUCED_POLICIES = ("mixed_bfloat16", "mixed_float16")
 
@@ -33,8 +34,11 @@ def check(config: RunConfig, console: TextIO) -> dict:
         InputError: bad data or a broken model module (exit code 2).
     """
     output = config.output_dir
-    output.mkdir(parents=True, exist_ok=True)
-    with captured_output(config.log_path) as (progress, terminal):
+    check_output(output)
+    with (
+        OutputLock(output, "check-model"),
+        captured_output(config.log_path) as (progress, terminal),
+    ):
         from pipeline import ingest, user_model
 
         data = ingest.prepare(
@@ -44,12 +48,11 @@ def check(config: RunConfig, console: TextIO) -> dict:
         module_ref = user_model.check(config.model_module, data)
 
         from absl import logging as absl_logging
-        from tfx import v1 as tfx
 
         from components.precision import choose_recipe, detect_hardware
         from components.training import TrainSpec, check_readiness, make_dataset
+        from pipeline.local_runner import metadata_config, run_pipeline
         from pipeline.pipeline import create_check_pipeline
-        from pipeline.results import read_latest_run
 
         hardware = detect_hardware()
         auto = choose_recipe(hardware)
@@ -68,16 +71,12 @@ def check(config: RunConfig, console: TextIO) -> dict:
             config,
             data,
             module_ref,
-            metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
-                str(config.metadata_path)
-            ),
+            metadata_connection_config=metadata_config(config.metadata_path),
             beam_pipeline_args=config.beam.args(),
         )
         absl_logging.set_verbosity(absl_logging.INFO)  # the progress lines read INFO records
         progress.total = len(pipeline.components)
-        tfx.orchestration.LocalDagRunner().run(pipeline)
-        name = pipeline.pipeline_info.pipeline_name
-        outputs = read_latest_run(config.metadata_path, name).outputs
+        outputs = run_pipeline(pipeline, config.metadata_path).outputs
         examples = outputs["Transform"]["transformed_examples"].uri
         spec = TrainSpec(
             train_files=(str(Path(examples) / "Split-train" / "*"),),

@@ -514,6 +514,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     except InputError as e:
         print(f"amp-pipeline: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except local_runner.RunInterrupted as e:
+        print(
+            f"amp-pipeline: stopped: {e}; MLflow runs ended KILLED, nothing pushed "
+            f"({config.output_dir / 'run_summary.json'})",
+            file=sys.stderr,
+        )
+        return e.exit_code
     except local_runner.RunFailed as e:
         print(f"amp-pipeline: failed: {e} (log: {e.log_path})", file=sys.stderr)
         return EXIT_FAILED

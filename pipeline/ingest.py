@@ -223,7 +223,9 @@ def inspect_csv(
     if not numeric and not strings:
         raise InputError(f"{where}: no feature columns besides the label {label!r}")
     keep = tuple(n for n in fmt.names if n not in excluded)
-    fmt = dataclasses.replace(fmt, keep=keep, types={n: fmt.types.get(n, "string") for n in keep})
+    types = {n: fmt.types.get(n, "string") for n in keep}
+    types[label_name] = label_kind  # integer classes stay integers in the examples
+    fmt = dataclasses.replace(fmt, keep=keep, types=types)
     image_shape = _image_shape_from_pixels([n for n, _ in numeric]) if not strings else None
     pixel_scale = max(columns[n].maximum for n, _ in numeric) if image_shape else 1.0
     notices = [
@@ -312,6 +314,8 @@ def inspect_tfrecords(path: Path, label: str) -> DataSpec:
     if rows == 0:
         raise InputError(f"{path}: the TFRecord files hold no records")
     label_kind, classes = _classes(labels, str(path), label)
+    if kinds.get(label) == "bytes_list":
+        label_kind = "string"  # how the records store it, whatever the classes look like
     numeric, strings = [], []
     for name in sorted(kinds):
         if name == label:

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import logging
+import uuid
 from pathlib import Path
 from typing import TextIO
 
-from pipeline.config import RunConfig, model_for, model_name_for
+from pipeline.config import RunConfig, model_for, model_name_for, model_options_for
 from pipeline.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError
 from pipeline.progress import captured_output
+from pipeline.run_lock import OutputLock, check_output
+from pipeline.signals import Interrupted, deferred, interruptible
 
 logger = logging.getLogger(__name__)
 
@@ -97,14 +101,27 @@ def _track_success(tracker, latest, result: dict, config: RunConfig, tags: dict)
 def run(config: RunConfig, console: TextIO) -> dict:
     """Runs the whole pipeline and returns run_summary.json's content (also written to disk).
 
+    One run per output folder at a time (pipeline/run_lock.py); SIGINT and SIGTERM stop it
+    cleanly (pipeline/signals.py).
+
     Raises:
         InputError: bad input, before or during the run (exit code 2).
+        RunInterrupted: SIGINT or SIGTERM (exit code 130 or 143).
         RunFailed: anything else (exit code 1).
     """
+    output = config.output_dir
+    check_output(output)
+    with OutputLock(output), interruptible():
+        from pipeline import summary
+
+        summary.write_summary(summary.running_summary(config), output)
+        return _run_locked(config)
+
+
+def _run_locked(config: RunConfig) -> dict:
     from pipeline import summary
 
     output = config.output_dir
-    output.mkdir(parents=True, exist_ok=True)
     recipe = tracker = None
     with captured_output(config.log_path) as (progress, terminal):
         try:
@@ -114,18 +131,17 @@ def run(config: RunConfig, console: TextIO) -> dict:
                 config.data, config.label, output / "data", config.image_size, config.csv
             )
             config = dataclasses.replace(config, model_name=model_name_for(config, data))
-            from pipeline import user_model
+            from pipeline import limits, user_model
 
             module_ref = user_model.check(config.model_module, data)
             # Imported here so that TF's and Beam's start-up noise goes to the log file, and
             # after the data check so that a bad CSV is reported in a second.
             from absl import logging as absl_logging
-            from tfx import v1 as tfx
 
             from components.precision import choose_recipe, detect_hardware
+            from components.pusher import clean_partial_pushes
             from components.tracking import RunTracker, default_tracking_uri
             from pipeline.pipeline import create_pipeline
-            from pipeline.results import read_latest_run
 
             model = model_for(config, data)
             if module_ref is None and model in ("cnn", "resnet50") and data.image_shape is None:
@@ -133,6 +149,9 @@ def run(config: RunConfig, console: TextIO) -> dict:
                     f"--model {model}: {data.source} is tabular (no image features); "
                     "use --model mlp or transformer"
                 )
+            limits.check_batch_size(
+                config.batch_size, data.rows, model_for_limits(config, data, module_ref)
+            )
             recipe = choose_recipe(detect_hardware(), config.policy, config.xla)
             for warning in recipe.warnings:
                 terminal.write(f"WARNING: {warning}\n")
@@ -142,36 +161,39 @@ def run(config: RunConfig, console: TextIO) -> dict:
             )
             for notice in data.notices:
                 terminal.write(f"  note: {notice}\n")
+            for removed in clean_partial_pushes(config.serving_dir):
+                terminal.write(f"  note: removed {removed}, left by an unfinished push\n")
             terminal.write(f"  full log: {config.log_path}\n")
             tracker = RunTracker(
                 config.tracking_uri or default_tracking_uri(output),
                 config.experiment,
                 artifact_root=None if config.tracking_uri else output / "mlartifacts",
             )
+            for stale in tracker.fail_stale_runs(output):
+                terminal.write(
+                    f"  note: MLflow run {stale} was left RUNNING by a killed run; marked FAILED\n"
+                )
             tags = {
                 "tfx.pipeline_name": config.pipeline_name,
                 "hardware.device": recipe.hardware.device,
                 "hardware.name": recipe.hardware.name,
                 "hardware.features": ",".join(recipe.hardware.features),
             }
-            tracker.start(config.model_name, _params(config, data, recipe, model), tags)
+            tracker.start(config.model_name, _params(config, data, recipe, model), tags, output)
             terminal.write(f"  mlflow: {tracker.tracking_uri} run {tracker.run_id}\n")
             absl_logging.set_verbosity(absl_logging.INFO)
             pipeline = create_pipeline(
                 config,
                 data,
                 recipe,
-                metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
-                    str(config.metadata_path)
-                ),
+                metadata_connection_config=metadata_config(config.metadata_path),
                 beam_pipeline_args=config.beam.args(),
                 model_module=module_ref,
             )
             progress.total = len(pipeline.components)
-            tfx.orchestration.LocalDagRunner().run(pipeline)
-            latest = read_latest_run(config.metadata_path, config.pipeline_name)
+            outputs = run_pipeline(pipeline, config.metadata_path)
             result = summary.build_summary(
-                latest.outputs, recipe, dataclasses.asdict(config), data.to_dict(), output
+                outputs.outputs, recipe, dataclasses.asdict(config), data.to_dict(), output
             )
             result["timings_s"] = dict(progress.timings)
             result["driver_peak_rss_mb"] = peak_rss_mb()
@@ -180,7 +202,17 @@ def run(config: RunConfig, console: TextIO) -> dict:
 
                 paths = write_deployment(config.serving_dir, output / "deploy")
                 result["deploy"] = {k: str(v) for k, v in paths.items()}
-            _track_success(tracker, latest, result, config, tags)
+            _track_success(tracker, outputs, result, config, tags)
+        except Interrupted as e:
+            with deferred():  # a second Ctrl-C must not cut the clean-up short
+                where = f" during {progress.current}" if progress.current else ""
+                logger.warning("Run %s%s", e, where)
+                stopped = summary.interrupted_summary(e, where, recipe)
+                if tracker is not None and tracker.run_id:
+                    tracker.kill(f"{e}{where}")
+                    stopped["mlflow"] = _mlflow_ids(tracker)
+                summary.write_summary(stopped, output)
+            raise RunInterrupted(f"{e}{where}", e.exit_code) from None
         except Exception as e:  # noqa: BLE001 - every failure is reported, then re-raised
             input_error = _find_input_error(e)
             code = EXIT_BAD_INPUT if input_error else EXIT_FAILED
@@ -189,11 +221,7 @@ def run(config: RunConfig, console: TextIO) -> dict:
             failure = summary.failure_summary(input_error or e, code, recipe)
             if tracker is not None and tracker.run_id:
                 tracker.fail(f"{type(e).__name__}{where}: {e}")
-                failure["mlflow"] = {
-                    "tracking_uri": tracker.tracking_uri,
-                    "experiment": tracker.experiment,
-                    "run_id": tracker.run_id,
-                }
+                failure["mlflow"] = _mlflow_ids(tracker)
             summary.write_summary(failure, output)
             if input_error is not None:
                 raise input_error from None
@@ -201,11 +229,76 @@ def run(config: RunConfig, console: TextIO) -> dict:
     return result
 
 
+def model_for_limits(config: RunConfig, data, module_ref):
+    """The run's model built once in float32 for the memory estimate of a batch, or None where
+    its input width is known only after Transform (a module with its own preprocessing_fn)."""
+    if module_ref is not None and module_ref.preprocessing:
+        return None
+    import keras
+
+    from components import model_module
+    from components.models import build_model
+    from components.preprocessing import feature_width, model_spec
+
+    width = feature_width(data)
+    try:
+        if module_ref is not None:
+            module = model_module.load(module_ref)
+            return model_module.build(module_ref, module, model_spec(data, width))
+        name = model_for(config, data)
+        return build_model(
+            name, width, data.num_classes, data.image_shape, **model_options_for(config, name)
+        )
+    finally:
+        keras.backend.clear_session(free_memory=False)
+
+
+def _mlflow_ids(tracker) -> dict:
+    return {
+        "tracking_uri": tracker.tracking_uri,
+        "experiment": tracker.experiment,
+        "run_id": tracker.run_id,
+    }
+
+
+def metadata_config(path: Path):
+    from tfx import v1 as tfx
+
+    return tfx.orchestration.metadata.sqlite_metadata_connection_config(str(path))
+
+
+def run_pipeline(pipeline, metadata_path: Path):
+    """Runs `pipeline` under LocalDagRunner with a run id of its own, and reads back what this
+    run (not the newest one in ML Metadata) produced."""
+    from tfx import v1 as tfx
+    from tfx.dsl.compiler import compiler
+    from tfx.dsl.compiler import constants as compiler_constants
+    from tfx.orchestration.portable import runtime_parameter_utils
+
+    from pipeline.results import read_run
+
+    ir = compiler.Compiler().compile(pipeline)
+    run_id = f"{datetime.datetime.now().isoformat()}-{uuid.uuid4().hex[:8]}"
+    runtime_parameter_utils.substitute_runtime_parameter(
+        ir, {compiler_constants.PIPELINE_RUN_ID_PARAMETER_NAME: run_id}
+    )
+    tfx.orchestration.LocalDagRunner().run_with_ir(ir)
+    return read_run(metadata_path, pipeline.pipeline_info.pipeline_name, run_id)
+
+
 def peak_rss_mb() -> float:
     """This process's peak resident set so far (ru_maxrss, kB on Linux)."""
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class RunInterrupted(RuntimeError):
+    """SIGINT or SIGTERM stopped the run; `exit_code` is 130 or 143."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 class RunFailed(RuntimeError):

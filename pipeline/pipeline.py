@@ -16,6 +16,7 @@ from components.model_module import ModuleRef
 from components.precision import Recipe
 from components.preprocessing import LABEL_KEY
 from components.promotion_gate import PromotionGate
+from components.pusher import Pusher
 from kubeflow.deployment import Deployment
 from pipeline.config import RunConfig, model_for, model_name_for, model_options_for
 from pipeline.ingest import MAX_SLICED_CLASSES, DataSpec
@@ -364,15 +365,14 @@ def create_pipeline(
         accuracy_tolerance=tolerance,
         min_accuracy=config.min_accuracy,
         min_speedup=config.min_speedup,
+        examples=example_gen.outputs["examples"],
+        label=data.label,
+        label_kind=data.label_kind,
     ).with_id(GATE)
-    pusher = tfx.components.Pusher(
+    pusher = Pusher(
         model=trainer_amp.outputs["model"],
         model_blessing=gate.outputs["blessing"],
-        push_destination=tfx.proto.PushDestination(
-            filesystem=tfx.proto.PushDestination.Filesystem(
-                base_directory=f"{serving_base}/{model_name_for(config, data)}"
-            )
-        ),
+        push_base=f"{serving_base}/{model_name_for(config, data)}",
     ).with_id(PUSHER)
     return tfx.dsl.Pipeline(
         pipeline_name=config.pipeline_name,

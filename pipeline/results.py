@@ -29,20 +29,21 @@ def _value(v: metadata_store_pb2.Value):
 
 @dataclasses.dataclass(frozen=True)
 class LatestRun:
-    """The newest pipeline run: its id, each node's execution id and output artifacts."""
+    """One pipeline run: its id, each node's execution id and output artifacts."""
 
     run_id: str | None
     execution_ids: dict[str, int]
     outputs: dict[str, dict[str, NodeOutput]]
 
 
-def latest_run_outputs(metadata_path: Path, pipeline_name: str) -> dict[str, dict[str, NodeOutput]]:
-    """{node_id: {output_key: NodeOutput}} for the newest pipeline run in `metadata_path`."""
-    return read_latest_run(metadata_path, pipeline_name).outputs
-
-
 def read_latest_run(metadata_path: Path, pipeline_name: str) -> LatestRun:
-    """The newest run of `pipeline_name` recorded in the ML Metadata store at `metadata_path`."""
+    """The newest run of `pipeline_name` (for looking at a finished output folder; a running
+    pipeline reads its own run with `read_run`)."""
+    return read_run(metadata_path, pipeline_name, None)
+
+
+def read_run(metadata_path: Path, pipeline_name: str, run_id: str | None) -> LatestRun:
+    """What run `run_id` of `pipeline_name` produced (None: the newest run)."""
     config = metadata_store_pb2.ConnectionConfig()
     config.sqlite.filename_uri = str(metadata_path)
     config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
@@ -50,6 +51,10 @@ def read_latest_run(metadata_path: Path, pipeline_name: str) -> LatestRun:
     runs = [
         c for c in store.get_contexts_by_type("pipeline_run") if _belongs(store, c, pipeline_name)
     ]
+    if run_id is not None:
+        runs = [c for c in runs if c.name == run_id]
+        if not runs:
+            raise LookupError(f"ML Metadata has no run {run_id!r} of {pipeline_name}")
     if not runs:
         return LatestRun(None, {}, {})
     run = max(runs, key=lambda c: (c.create_time_since_epoch, c.id))

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from components.precision import Recipe
-from pipeline.errors import EXIT_FAILED, EXIT_PROMOTED, EXIT_REJECTED
+from pipeline.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_PROMOTED, EXIT_REJECTED
 from pipeline.fmt import number
 from pipeline.results import NodeOutput
 
@@ -179,7 +179,7 @@ def exports(pushed_path: str | None, report: dict) -> dict:
 def failure_summary(error: BaseException, exit_code: int, recipe: Recipe | None) -> dict:
     """What run_summary.json holds when the run stopped before a decision."""
     summary = {
-        "status": "failed" if exit_code == EXIT_FAILED else "bad_input",
+        "status": {EXIT_FAILED: "failed", EXIT_BAD_INPUT: "bad_input"}.get(exit_code, "failed"),
         "exit_code": exit_code,
         "error": str(error).splitlines()[0] if str(error) else type(error).__name__,
         "exports": {"saved_model": None},
@@ -194,9 +194,33 @@ def failure_summary(error: BaseException, exit_code: int, recipe: Recipe | None)
     return summary
 
 
+def running_summary(config) -> dict:
+    """What run_summary.json says while a run is under way: never an earlier run's verdict."""
+    import datetime
+    import os
+
+    return {
+        "status": "running",
+        "exit_code": None,
+        "pid": os.getpid(),
+        "started": datetime.datetime.now().isoformat(timespec="seconds"),
+        "exports": {"saved_model": None},
+    }
+
+
+def interrupted_summary(error, where: str, recipe: Recipe | None) -> dict:
+    """run_summary.json of a run stopped by SIGINT/SIGTERM (`error`: pipeline.signals)."""
+    summary = failure_summary(error, error.exit_code, recipe)
+    summary.update(status="interrupted", signal=error.name, error=f"{error}{where}")
+    return summary
+
+
 def write_summary(summary: dict, output_dir: Path) -> Path:
+    """Writes run_summary.json whole or not at all (a temporary file, then a rename)."""
     path = output_dir / "run_summary.json"
-    path.write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    staging = path.with_suffix(".json.tmp")
+    staging.write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    staging.replace(path)
     return path
 
 

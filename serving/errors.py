@@ -33,3 +33,7 @@ def invalid(message: str) -> ServingError:
 
 def not_found(message: str) -> ServingError:
     return ServingError(grpc.StatusCode.NOT_FOUND, message)
+
+
+def unavailable(message: str) -> ServingError:
+    return ServingError(grpc.StatusCode.UNAVAILABLE, message)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 import grpc
+from tensorflow.core.protobuf import error_codes_pb2
 from tensorflow_serving.apis import (
     get_model_metadata_pb2,
     get_model_status_pb2,
@@ -93,7 +94,11 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
         for entry in entries:
             status = response.model_version_status.add()
             status.version = int(entry["version"])
-            status.state = get_model_status_pb2.ModelVersionStatus.AVAILABLE
+            status.state = getattr(get_model_status_pb2.ModelVersionStatus, entry["state"])
+            if entry["status"]["error_code"] != "OK":
+                code = entry["status"]["error_code"]
+                status.status.error_code = error_codes_pb2.Code.Value(code)
+                status.status.error_message = entry["status"]["error_message"]
         return response
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from serving.errors import invalid, not_found
+from serving.errors import ServingError, invalid, not_found, unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +129,7 @@ class ModelRepository:
         self._newest: dict[str, int] = {}
         self._last_used: dict[tuple[str, int], float] = {}
         self._load_errors: dict[tuple[str, int], str] = {}
+        self._seen: set[str] = set()  # every model ever found, to tell "gone" from "unknown"
         self._stop = threading.Event()
         self._poller: threading.Thread | None = None
 
@@ -149,19 +150,27 @@ class ModelRepository:
                         del self._loaded[name][v]
                         logger.info("model %s version %d: removed from disk, unloaded", name, v)
                 served = self._newest.get(name)
-            newest = max(versions)
-            if served == newest and newest in self._loaded.get(name, {}):
-                continue
-            servable = self._load(name, newest, versions[newest])
-            if servable is None:
-                continue
-            with self._lock:
-                self._newest[name] = newest
-            loaded.append((name, newest))
-            logger.info("model %s: serving version %d from %s", name, newest, versions[newest])
+            # The newest version that loads is served; one that fails (half copied, corrupt)
+            # leaves the next older one serving.
+            for version in sorted(versions, reverse=True):
+                if served == version and version in self._loaded.get(name, {}):
+                    break
+                if served is not None and version < served and served in versions:
+                    break  # the version already served is newer than what is left to try
+                if self._load(name, version, versions[version]) is None:
+                    continue
+                with self._lock:
+                    self._newest[name] = version
+                loaded.append((name, version))
+                logger.info(
+                    "model %s: serving version %d from %s", name, version, versions[version]
+                )
+                break
         with self._lock:
+            self._seen.update(bases)
             for name in list(self._newest):
-                if name not in bases:
+                versions = version_dirs(self._bases[name]) if name in self._bases else {}
+                if self._newest[name] not in versions:  # deleted from disk, nothing newer loads
                     self._newest.pop(name)
                     self._loaded.pop(name, None)
         return loaded
@@ -216,14 +225,26 @@ class ModelRepository:
         with self._lock:
             return sorted(self._newest)
 
+    def _unavailable(self, name: str) -> ServingError:
+        """A model on disk with no version that can serve: UNAVAILABLE, naming why."""
+        failed = {v: e for (n, v), e in self._load_errors.items() if n == name}
+        detail = "; ".join(f"version {v} failed to load: {e}" for v, e in sorted(failed.items()))
+        return unavailable(
+            f"model {name} has no servable version" + (f" ({detail})" if detail else "")
+        )
+
     def get(self, name: str, version: int | None = None) -> Servable:
-        """The servable for a request; NOT_FOUND when the model or version is not there."""
+        """The servable for a request; NOT_FOUND when the model or version is not there,
+        UNAVAILABLE when the model is there but none of its versions loads."""
         with self._lock:
             if name not in self._newest:
+                if name in self._seen:
+                    raise self._unavailable(name)
                 raise not_found(
                     f"Servable not found for request: Latest({name}); "
                     f"this server has {sorted(self._newest) or 'no models'}"
                 )
+            asked = "Latest" if version is None else "Specific"
             if version is None:
                 version = self._newest[name]
             servable = self._loaded[name].get(version)
@@ -232,9 +253,10 @@ class ModelRepository:
             on_disk = version_dirs(base) if base is not None else {}
             path = on_disk.get(version)
             if path is None:
+                request = f"Latest({name})" if asked == "Latest" else f"Specific({name}, {version})"
                 raise not_found(
-                    f"Servable not found for request: Specific({name}, {version}); "
-                    f"versions on disk: {sorted(on_disk)}"
+                    f"Servable not found for request: {request}; versions on disk: "
+                    f"{sorted(on_disk)}"
                 )
             servable = self._load(name, version, path)
             if servable is None:
@@ -246,20 +268,42 @@ class ModelRepository:
         return servable
 
     def status(self, name: str, version: int | None = None) -> list[dict]:
-        """TF Serving's model_version_status entries for the model (or one version)."""
+        """TF Serving's model_version_status entries for the model (or one version): loaded
+        versions AVAILABLE, versions that failed to load END with their error.
+
+        Raises:
+            ServingError: NOT_FOUND for an unknown model or version; UNAVAILABLE when the model
+                has no servable version (every load failed, or every version was deleted).
+        """
         with self._lock:
-            if name not in self._newest:
-                raise not_found(f"Could not find any versions of model {name}")
-            versions = sorted(self._loaded[name], reverse=True)
+            known = name in self._seen or name in self._newest
+            loaded = sorted(self._loaded.get(name, {}), reverse=True)
+            failed = {v: e for (n, v), e in self._load_errors.items() if n == name}
+        if not known:
+            raise not_found(f"Could not find any versions of model {name}")
         if version is not None:
-            if version not in versions:
-                self.get(name, version)  # loads it on request, or raises NOT_FOUND
-            versions = [version]
-        return [
-            {
-                "version": str(v),
-                "state": "AVAILABLE",
-                "status": {"error_code": "OK", "error_message": ""},
-            }
-            for v in versions
-        ]
+            if version in failed and version not in loaded:
+                return [_entry(version, failed[version])]
+            if version not in loaded:
+                self.get(name, version)  # loads it on request, or raises
+            return [_entry(version, None)]
+        if not loaded:
+            raise self._unavailable(name)
+        entries = {v: _entry(v, None) for v in loaded}
+        entries.update({v: _entry(v, e) for v, e in failed.items() if v not in entries})
+        return [entries[v] for v in sorted(entries, reverse=True)]
+
+
+def _entry(version: int, error: str | None) -> dict:
+    """One model_version_status entry in TF Serving's JSON."""
+    if error is None:
+        return {
+            "version": str(version),
+            "state": "AVAILABLE",
+            "status": {"error_code": "OK", "error_message": ""},
+        }
+    return {
+        "version": str(version),
+        "state": "END",
+        "status": {"error_code": "UNKNOWN", "error_message": error},
+    }

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import grpc
@@ -25,6 +26,7 @@ from serving.tensors import parse_rest_request, to_rest_response
 
 logger = logging.getLogger(__name__)
 
+DRAIN_SECONDS = 30.0  # how long an over-limit body is read and dropped before closing
 PATH = re.compile(
     r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>[^/:]+))?"
     r"(?P<action>/metadata|:predict)?/?$"
@@ -90,12 +92,13 @@ class RestHandler(BaseHTTPRequestHandler):
                 raise invalid("the request needs a Content-Length header")
             length = int(length)
             if length > self.server.max_request_bytes:
-                self.close_connection = True  # the unread body must not be taken for a request
-                raise ServingError(
-                    grpc.StatusCode.RESOURCE_EXHAUSTED,
-                    f"request body of {length} bytes is over this server's limit of "
-                    f"{self.server.max_request_bytes} bytes",
-                )
+                # The answer goes out before the body is read; the body is then read and thrown
+                # away (no memory kept), so that a client still sending it can read the 413
+                # instead of a broken pipe.
+                self.close_connection = True
+                self._send(413, {"error": self._too_large(length).message})
+                self._discard(length)
+                return
             raw = self.rfile.read(length)
             name, version, action = self._route()
             if action != ":predict":
@@ -110,6 +113,36 @@ class RestHandler(BaseHTTPRequestHandler):
         except Exception as e:  # noqa: BLE001 - the server keeps serving; the log has the trace
             logger.exception("REST request failed")
             self._send(500, {"error": f"internal error: {type(e).__name__}: {e}"})
+
+    def _too_large(self, length: int) -> ServingError:
+        return ServingError(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            f"request body of {length} bytes is over this server's limit of "
+            f"{self.server.max_request_bytes} bytes",
+        )
+
+    def handle_expect_100(self) -> bool:
+        """`Expect: 100-continue` with a body over the limit: 413 instead of "continue", so the
+        client never sends the body."""
+        length = self.headers.get("Content-Length", "")
+        if length.isdigit() and int(length) > self.server.max_request_bytes:
+            self.close_connection = True
+            self._send(413, {"error": self._too_large(int(length)).message})
+            return False
+        return super().handle_expect_100()
+
+    def _discard(self, length: int, chunk: int = 1 << 16, timeout_s: float = DRAIN_SECONDS):
+        """Reads and drops up to `length` body bytes, for at most `timeout_s` seconds."""
+        self.connection.settimeout(timeout_s)
+        deadline = time.monotonic() + timeout_s
+        try:
+            while length > 0 and time.monotonic() < deadline:
+                data = self.rfile.read(min(chunk, length))
+                if not data:
+                    break
+                length -= len(data)
+        except OSError:
+            pass  # the client gave up: nothing left to answer
 
     def _metadata(self, name: str, version: int | None) -> dict:
         servable = self.server.core.servable(name, version)

@@ -6,8 +6,8 @@ from tfx import v1 as tfx
 
 from kubeflow.beam_profiles import BeamProfile
 from pipeline.ingest import prepare
+from pipeline.local_runner import run_pipeline
 from pipeline.pipeline import make_example_gen
-from pipeline.results import latest_run_outputs
 
 pytestmark = pytest.mark.e2e
 
@@ -27,8 +27,7 @@ def _statistics(tmp_path, data, workers: int):
         ),
         beam_pipeline_args=BeamProfile("direct", workers=workers).args(),
     )
-    tfx.orchestration.LocalDagRunner().run(pipeline)
-    stats_dir = latest_run_outputs(root / "metadata.sqlite", "beam-check")["StatisticsGen"]
+    stats_dir = run_pipeline(pipeline, root / "metadata.sqlite").outputs["StatisticsGen"]
     out = {}
     for split in ("train", "eval"):
         stats = tfdv.load_stats_binary(

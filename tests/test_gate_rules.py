@@ -24,7 +24,34 @@ def rule(decision, name):
 def test_everything_passes():
     d = decide(GOOD, CFG)
     assert d["passed"] and d["decision"] == "promoted" and d["failed"] == []
-    assert len(d["rules"]) == 4
+    assert [r["name"] for r in d["rules"]] == [
+        "accuracy_parity",
+        "min_accuracy",
+        "beats_majority",
+        "production_regression",
+        "min_speedup",
+    ]
+    assert rule(d, "beats_majority")["skipped"]  # no class shares given
+
+
+@pytest.mark.parametrize(("amp", "passed"), [(0.0, False), (0.6, False), (0.6001, True)])
+def test_a_model_must_beat_always_answering_the_majority_class(amp, passed):
+    # Both twins equally useless: parity alone would promote 0.0 vs 0.0.
+    m = dataclasses.replace(
+        GOOD,
+        amp_accuracy=amp,
+        fp32_accuracy=amp,
+        production_accuracy=None,
+        majority_share=0.6,
+        majority_class="no",
+    )
+    d = decide(m, GateConfig(0.01, 0.0, 1.0))
+    r = rule(d, "beats_majority")
+    assert r["passed"] is passed and r["threshold"] == 0.6
+    assert rule(d, "accuracy_parity")["passed"]
+    assert d["passed"] is passed
+    assert "always predicting the most common class ('no')" in r["detail"]
+    assert "beats_majority" in to_markdown(d)
 
 
 @pytest.mark.parametrize(("amp", "passed"), [(0.94, True), (0.9399, False), (0.96, True)])

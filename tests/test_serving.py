@@ -263,6 +263,56 @@ def test_unknown_model_or_version_is_not_found(tmp_path, name, version):
     assert e.value.http_status == 404
 
 
+def test_a_version_that_failed_to_load_is_listed_with_its_error(tmp_path):
+    base = _pushed(tmp_path, "digits", [1, 2])
+    (base / "2" / "BROKEN").write_text("")
+    repo = ModelRepository(tmp_path, loader=_FakeServable)
+    repo.refresh()
+    status = repo.status("digits")
+    assert [(s["version"], s["state"]) for s in status] == [("2", "END"), ("1", "AVAILABLE")]
+    assert status[0]["status"] == {"error_code": "UNKNOWN", "error_message": "OSError: half-copied"}
+    assert repo.status("digits", 2) == [status[0]]
+
+
+def test_a_model_with_no_servable_version_is_unavailable_not_an_empty_200(tmp_path):
+    base = _pushed(tmp_path, "digits", [1])
+    (base / "1" / "BROKEN").write_text("")
+    repo = ModelRepository(tmp_path, loader=_FakeServable)
+    repo.refresh()
+    for call in (lambda: repo.status("digits"), lambda: repo.get("digits")):
+        with pytest.raises(ServingError) as e:
+            call()
+        assert e.value.code == grpc.StatusCode.UNAVAILABLE and e.value.http_status == 503
+        assert "no servable version (version 1 failed to load: OSError: half-copied)" in (
+            e.value.message
+        )
+    # Every version deleted from disk after it served: unavailable as well.
+    (base / "1" / "BROKEN").unlink()
+    repo.refresh()
+    assert repo.get("digits").version == 1
+    import shutil
+
+    shutil.rmtree(base / "1")
+    repo.refresh()
+    with pytest.raises(ServingError) as e:
+        repo.status("digits")
+    assert e.value.code == grpc.StatusCode.UNAVAILABLE
+
+
+def test_a_request_for_the_latest_version_never_names_a_version_it_did_not_ask_for(tmp_path):
+    base = _pushed(tmp_path, "digits", [1, 2])
+    repo = ModelRepository(tmp_path, loader=_FakeServable, max_loaded=1)
+    repo.refresh()
+    import shutil
+
+    shutil.rmtree(base / "2")  # gone before the next rescan
+    with repo._lock:
+        repo._loaded["digits"].pop(2, None)
+    with pytest.raises(ServingError) as e:
+        repo.get("digits")
+    assert "Latest(digits)" in e.value.message and "Specific" not in e.value.message
+
+
 def test_gate_rule_carries_the_infra_validation_reason():
     from components.gate_rules import serving_rule
 

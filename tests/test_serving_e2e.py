@@ -339,3 +339,80 @@ def test_a_new_version_is_served_without_a_restart_and_the_old_one_on_request(se
     np.testing.assert_allclose(body["outputs"]["probabilities"], old["probabilities"], atol=1e-6)
     status, body = http(server, "GET", f"/v1/models/{MODEL}")
     assert [s["version"] for s in body["model_version_status"]][0] == "2"
+
+
+def test_a_body_over_the_limit_gets_413_not_a_broken_pipe(server):
+    """The 413 is sent before the body is read: a client that sends the whole body first (no
+    Expect header) still reads it, and one that asks `Expect: 100-continue` never sends it."""
+    import http.client
+    import socket
+
+    big = b" " * (MAX_REQUEST_BYTES * 256)  # 16 MB, far more than the socket buffers hold
+    connection = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=30)
+    connection.request("POST", PREDICT, body=big, headers={"Content-Type": "application/json"})
+    response = connection.getresponse()
+    assert response.status == 413
+    assert "over this server's limit" in json.loads(response.read())["error"]
+    connection.close()
+
+    with socket.create_connection(("127.0.0.1", server.rest_port), timeout=10) as sock:
+        sock.sendall(
+            f"POST {PREDICT} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(big)}\r\n"
+            "Expect: 100-continue\r\n\r\n".encode()
+        )
+        head = sock.recv(4096).decode()
+    assert head.startswith("HTTP/1.1 413") and "100 Continue" not in head
+    assert_healthy(server)
+
+
+def test_status_lists_a_failed_version_and_a_model_without_one_is_unavailable(tmp_path):
+    base = tmp_path / "serving" / MODEL
+    serving_models.build(base / "1", seed=1)
+    broken = base / "2"
+    broken.mkdir()
+    (broken / "saved_model.pb").write_bytes(b"not a SavedModel")
+    grpc_port, rest_port = free_port(), free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable, "-m", "pipeline.cli", "serve", "--model-dir", str(base.parent),
+            "--grpc-port", str(grpc_port), "--rest-port", str(rest_port),
+            "--poll-seconds", "0.3",
+        ],
+        cwd=ROOT, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        config = ClientConfig(grpc_port=grpc_port, rest_port=rest_port)
+        wait_ready(config, process, MODEL)
+        fake = Server(base, grpc_port, rest_port, process)
+        status, body = http(fake, "GET", f"/v1/models/{MODEL}")
+        assert status == 200
+        states = {s["version"]: s for s in body["model_version_status"]}
+        assert states["1"]["state"] == "AVAILABLE"
+        assert states["2"]["state"] == "END" and states["2"]["status"]["error_message"]
+        stub = model_service_pb2_grpc.ModelServiceStub(fake.channel)
+        request = get_model_status_pb2.GetModelStatusRequest()
+        request.model_spec.name = MODEL
+        versions = stub.GetModelStatus(request, timeout=10).model_version_status
+        assert {v.version: v.state for v in versions} == {
+            1: get_model_status_pb2.ModelVersionStatus.AVAILABLE,
+            2: get_model_status_pb2.ModelVersionStatus.END,
+        }
+        # The only good version is deleted: the model is there, but nothing serves.
+        import shutil
+
+        shutil.rmtree(base / "1")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            status, body = http(fake, "GET", f"/v1/models/{MODEL}")
+            if status != 200:
+                break
+            time.sleep(0.3)
+        assert status == 503 and "no servable version" in body["error"]
+        with pytest.raises(grpc.RpcError) as e:
+            stub.GetModelStatus(request, timeout=10)
+        assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+        with pytest.raises(grpc.RpcError) as e:
+            fake.stub.Predict(predict_request("predict_raw", **raw_inputs()), timeout=10)
+        assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        stop_server(process)

@@ -1,0 +1,109 @@
+"""Pusher: publishes a promoted model into TF Serving's layout, all at once or not at all.
+
+TFX's Pusher copies file by file into the final `<base>/<version>/` folder, so TF Serving can
+load a half-written version and a crash leaves one behind. Here the copy goes to a hidden
+sibling (`<base>/.push-<version>-<random>/`, which TF Serving ignores: not a number), and a
+single rename makes it `<base>/<version>/`. A version number already taken (two pushes in the
+same second) moves to the next one. Folders a killed push left behind are removed by the next
+run (`clean_partial_pushes`, under the output folder's lock).
+
+On a local or POSIX file system the rename is atomic. On object stores (gs://) there is no
+atomic rename: the copy goes straight to the version folder, as TFX's own Pusher does.
+"""
+
+import logging
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+from tfx import v1 as tfx
+
+logger = logging.getLogger(__name__)
+
+PARTIAL_PREFIX = ".push-"
+MODEL_SUBDIR = "Format-Serving"  # where the Trainer writes the serving SavedModel
+
+
+def versions(base: Path) -> list[int]:
+    return sorted(int(p.name) for p in base.iterdir() if p.is_dir() and p.name.isdigit())
+
+
+def publish(source: Path, base: Path, now: float | None = None) -> Path:
+    """Copies `source` to a hidden sibling, then renames it to `base/<version>`.
+
+    The version is the current Unix time, or one more than the newest version present,
+    whichever is larger. Returns the version folder.
+    """
+    base.mkdir(parents=True, exist_ok=True)
+    present = versions(base)
+    version = max(int(now if now is not None else time.time()), (present[-1] + 1) if present else 0)
+    staging = base / f"{PARTIAL_PREFIX}{version}-{uuid.uuid4().hex[:8]}"
+    shutil.copytree(source, staging)
+    for _ in range(1000):
+        target = base / str(version)
+        try:
+            if target.exists():
+                raise FileExistsError(target)
+            os.rename(staging, target)  # atomic; refuses a non-empty target
+            return target
+        except OSError:
+            version += 1  # taken by a push in the same second
+    shutil.rmtree(staging, ignore_errors=True)
+    raise RuntimeError(f"no free version number under {base}")
+
+
+def publish_remote(source: str, base: str) -> str:
+    """Object-store push (no atomic rename): a straight copy, as TFX's Pusher does."""
+    import tensorflow as tf
+    from tfx.utils import io_utils
+
+    present = (
+        [int(p.rstrip("/")) for p in tf.io.gfile.listdir(base) if p.rstrip("/").isdigit()]
+        if tf.io.gfile.exists(base)
+        else []
+    )
+    version = max(int(time.time()), (max(present) + 1) if present else 0)
+    target = f"{base.rstrip('/')}/{version}"
+    io_utils.copy_dir(source, target)
+    return target
+
+
+def clean_partial_pushes(serving_dir: Path) -> list[Path]:
+    """Removes the hidden staging folders killed pushes left under `serving_dir/<model>/`."""
+    removed = []
+    if not serving_dir.is_dir():
+        return removed
+    for model in serving_dir.iterdir():
+        if not model.is_dir():
+            continue
+        for partial in model.glob(f"{PARTIAL_PREFIX}*"):
+            shutil.rmtree(partial, ignore_errors=True)
+            removed.append(partial)
+    return removed
+
+
+@tfx.dsl.components.component
+def Pusher(  # noqa: N802 - TFX component names are classes
+    model: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.Model],
+    model_blessing: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ModelBlessing],
+    pushed_model: tfx.dsl.components.OutputArtifact[tfx.types.standard_artifacts.PushedModel],
+    push_base: tfx.dsl.components.Parameter[str],
+) -> None:
+    """Publishes the model when the blessing says so; records what it did on `pushed_model`
+    (`pushed`, `pushed_destination`, `pushed_version`, as TFX's Pusher does)."""
+    blessed = model_blessing.get_int_custom_property("blessed") == 1
+    pushed_model.set_int_custom_property("pushed", 0)
+    if not blessed:
+        logger.info("Model not blessed: nothing pushed")
+        return
+    source = os.path.join(model.uri, MODEL_SUBDIR)
+    if "://" in push_base:
+        target = publish_remote(source, push_base)
+    else:
+        target = str(publish(Path(source), Path(push_base)))
+    logger.info("Pushed %s to %s", source, target)
+    pushed_model.set_int_custom_property("pushed", 1)
+    pushed_model.set_string_custom_property("pushed_destination", target)
+    pushed_model.set_string_custom_property("pushed_version", os.path.basename(target))
