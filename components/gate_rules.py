@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from components import gate_stats
+
 
 @dataclasses.dataclass(frozen=True)
 class GateConfig:
@@ -17,11 +19,14 @@ class GateConfig:
         accuracy_tolerance: largest accuracy drop allowed, vs float32 and vs production.
         min_accuracy: smallest absolute accuracy of the AMP model.
         min_speedup: smallest AMP/float32 examples-per-second ratio (1.0: not slower).
+        strict: `--parity strict`: a rule the data cannot decide (inconclusive) rejects;
+            by default it does not (a difference the data cannot tell from zero is no reason).
     """
 
     accuracy_tolerance: float = 0.005
     min_accuracy: float = 0.0
     min_speedup: float = 1.0
+    strict: bool = False
 
     def __post_init__(self) -> None:
         for name in ("accuracy_tolerance", "min_accuracy"):
@@ -48,9 +53,33 @@ class Rule:
     passed: bool
     detail: str
     skipped: bool = False
+    interval: tuple[float, float] | None = None
+    n: int | None = None
+    test: str = "point estimate"
+    outcome: str = ""  # pass, fail, inconclusive or skipped; derived when empty
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        d["interval"] = list(self.interval) if self.interval is not None else None
+        if not d["outcome"]:
+            d["outcome"] = "skipped" if self.skipped else ("pass" if self.passed else "fail")
+        return d
+
+
+def from_evidence(name: str, evidence: dict, threshold: float) -> Rule:
+    """A rule whose outcome components/gate_stats.py decided (pass, fail or inconclusive:
+    only fail rejects; `--parity strict` has already turned inconclusive into fail)."""
+    return Rule(
+        name,
+        evidence["estimate"],
+        threshold,
+        evidence["outcome"] != "fail",
+        evidence["reason"],
+        interval=tuple(evidence["interval"]),
+        n=evidence["n"],
+        test=evidence["test"],
+        outcome=evidence["outcome"],
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +98,9 @@ class Measurements:
         majority_share: the share of the most common class in the data: the accuracy of a
             "model" that always predicts it. None: unknown (the rule is skipped).
         majority_class: that class.
+        parity: the paired evidence of AMP vs float32 (None: decide on the point estimates).
+        production_pairs: the paired evidence of AMP vs production.
+        speed: the side-by-side speed measurement (None: the trainers' own throughputs).
     """
 
     fp32_accuracy: float
@@ -79,6 +111,9 @@ class Measurements:
     amp_policy: str
     majority_share: float | None = None
     majority_class: str = ""
+    parity: object = None  # gate_stats.Paired: AMP vs float32 on the eval split (seeds pooled)
+    production_pairs: object = None  # gate_stats.Paired: AMP vs production, same examples
+    speed: dict | None = None  # components/side_by_side.py's result
 
 
 EPSILON = 1e-9  # accuracies are ratios of counts: 0.94 - 0.95 must equal -0.01 here
@@ -94,6 +129,9 @@ def _at_least(value: float | None, threshold: float) -> bool:
 
 
 def accuracy_parity(m: Measurements, cfg: GateConfig) -> Rule:
+    if m.parity is not None:
+        evidence = gate_stats.parity(m.parity, cfg.accuracy_tolerance, cfg.strict, "AMP")
+        return from_evidence("accuracy_parity", evidence, -cfg.accuracy_tolerance)
     delta = m.amp_accuracy - m.fp32_accuracy
     passed = _at_least(delta, -cfg.accuracy_tolerance)
     return Rule(
@@ -127,6 +165,11 @@ def production_regression(m: Measurements, cfg: GateConfig) -> Rule:
             "no model in production yet (first push): nothing to regress against",
             skipped=True,
         )
+    if m.production_pairs is not None:
+        evidence = gate_stats.parity(
+            m.production_pairs, cfg.accuracy_tolerance, cfg.strict, "AMP vs production"
+        )
+        return from_evidence("production_regression", evidence, -cfg.accuracy_tolerance)
     delta = m.amp_accuracy - m.production_accuracy
     return Rule(
         "production_regression",
@@ -149,6 +192,8 @@ def min_speedup(m: Measurements, cfg: GateConfig) -> Rule:
             "trainers are the same program, so their speed ratio is noise, not AMP",
             skipped=True,
         )
+    if m.speed and m.speed.get("ratio", {}).get("median") is not None:
+        return side_by_side_speedup(m.speed, cfg)
     ok = _finite(m.amp_examples_per_sec) and _finite(m.fp32_examples_per_sec)
     speedup = m.amp_examples_per_sec / m.fp32_examples_per_sec if ok else float("nan")
     return Rule(
@@ -184,11 +229,45 @@ def beats_majority(m: Measurements, cfg: GateConfig) -> Rule:
     )
 
 
+def side_by_side_speedup(speed: dict, cfg: GateConfig) -> Rule:
+    """min_speedup on the side-by-side rounds: pass when the median ratio reaches the minimum,
+    fail when no round does (or, strict, when the median does not), else inconclusive."""
+    ratio = speed["ratio"]
+    median, lo, hi = ratio["median"], ratio["min"], ratio["max"]
+    rounds = f"{ratio['n']} side-by-side rounds of {speed['steps_per_burst']} steps"
+    spread = f"median {median:.2f}x, rounds {lo:.2f}x to {hi:.2f}x"
+    if _at_least(median, cfg.min_speedup):
+        outcome = "pass"
+        detail = f"AMP/float32 throughput {spread} over {rounds}: at least {cfg.min_speedup:.2f}x"
+    elif hi < cfg.min_speedup - EPSILON or cfg.strict:
+        outcome = "fail"
+        detail = f"AMP/float32 throughput {spread} over {rounds}: below {cfg.min_speedup:.2f}x"
+    else:
+        outcome = "inconclusive"
+        detail = (
+            f"AMP/float32 throughput {spread} over {rounds}: the median is below "
+            f"{cfg.min_speedup:.2f}x but some rounds reach it"
+        )
+    return Rule(
+        "min_speedup",
+        median,
+        cfg.min_speedup,
+        outcome != "fail",
+        detail,
+        interval=(ratio["q1"], ratio["q3"]),
+        n=ratio["n"],
+        test="median of alternating rounds (interval: quartiles)",
+        outcome=outcome,
+    )
+
+
 RULES = (accuracy_parity, min_accuracy, beats_majority, production_regression, min_speedup)
 
 
-def tflite_rules(report: dict) -> tuple[Rule, ...]:
-    """One rule per TFLite variant the user asked for: converted, and its parity rule met.
+def tflite_rules(report: dict, strict: bool = False) -> tuple[Rule, ...]:
+    """One rule per TFLite variant the user asked for: converted, and its parity rule met on
+    the evidence: float32/float16 agreement with the SavedModel (Wilson interval against the
+    floor), int8 accuracy paired with the SavedModel's (against the allowed drop).
 
     `report` is components.tflite_export.export_tflite's result.
     """
@@ -196,14 +275,29 @@ def tflite_rules(report: dict) -> tuple[Rule, ...]:
     rules = []
     for variant, r in report.get("variants", {}).items():
         int8 = variant in ("int8", "dynamic_int8")
+        name = f"tflite_{variant}"
+        if not r["converted"]:
+            threshold = thresholds.get("max_int8_accuracy_drop" if int8 else "min_agreement", 0)
+            rules.append(Rule(name, None, threshold, False, f"conversion failed: {r['error']}"))
+            continue
+        if "n" not in r:  # a report without counts: the point estimate decides
+            threshold = thresholds.get("max_int8_accuracy_drop" if int8 else "min_agreement", 0)
+            value = report["reference"]["accuracy"] - r["accuracy"] if int8 else r["agreement"]
+            rules.append(Rule(name, value, threshold, bool(r["passed"]), r.get("rule", "")))
+            continue
         if int8:
-            threshold = thresholds.get("max_int8_accuracy_drop", 0.0)
-            value = report["reference"]["accuracy"] - r["accuracy"] if r["converted"] else None
+            drop = thresholds.get("max_int8_accuracy_drop", 0.0)
+            pairs = gate_stats.Paired(
+                n=r["n"], b=r["only_variant_right"], c=r["only_reference_right"]
+            )
+            evidence = gate_stats.parity(pairs, drop, strict, f"{variant} TFLite")
+            rules.append(from_evidence(name, evidence, -drop))
         else:
-            threshold = thresholds.get("min_agreement", 1.0)
-            value = r.get("agreement")
-        detail = r.get("rule") if r["converted"] else f"conversion failed: {r['error']}"
-        rules.append(Rule(f"tflite_{variant}", value, threshold, bool(r["passed"]), detail))
+            floor = thresholds.get("min_agreement", 1.0)
+            evidence = gate_stats.rate_at_least(
+                r["agreeing"], r["n"], floor, strict, "agreement with the SavedModel"
+            )
+            rules.append(from_evidence(name, evidence, floor))
     return tuple(rules)
 
 
@@ -239,23 +333,39 @@ def decide(m: Measurements, cfg: GateConfig, extra: tuple[Rule, ...] = ()) -> di
 
 
 def to_markdown(decision: dict) -> str:
-    """decision.md: a table of every rule, its value, its threshold and the verdict."""
+    """decision.md: every rule with its estimate, 95% interval, n, test, outcome and reason."""
 
     def fmt(v) -> str:
         return "n/a" if v is None else f"{v:.4f}"
 
+    def interval(r) -> str:
+        iv = r.get("interval")
+        return "n/a" if not iv else f"[{iv[0]:+.4f}, {iv[1]:+.4f}]"
+
     lines = [
         f"# Promotion gate: {decision['decision'].upper()}",
         "",
-        "| rule | value | threshold | result | detail |",
-        "|---|---|---|---|---|",
+        "| rule | estimate | 95% interval | n | threshold | test | outcome | reason |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in decision["rules"]:
-        result = "skipped (pass)" if r["skipped"] else ("pass" if r["passed"] else "**FAIL**")
+        outcome = r.get("outcome") or ("skipped" if r["skipped"] else "pass")
+        shown = {
+            "skipped": "skipped (pass)",
+            "fail": "**FAIL**",
+            "inconclusive": "inconclusive (does not reject)",
+        }.get(outcome, outcome)
         lines.append(
-            f"| {r['name']} | {fmt(r['value'])} | {fmt(r['threshold'])} | {result} | "
-            f"{r['detail']} |"
+            f"| {r['name']} | {fmt(r['value'])} | {interval(r)} | {r.get('n') or 'n/a'} | "
+            f"{fmt(r['threshold'])} | {r.get('test', '')} | {shown} | {r['detail']} |"
         )
+    inconclusive = [r["name"] for r in decision["rules"] if r.get("outcome") == "inconclusive"]
+    if inconclusive:
+        lines += [
+            "",
+            f"Inconclusive: {', '.join(inconclusive)}. The data cannot tell these from their "
+            "threshold; they do not reject the model unless the run asks for `--parity strict`.",
+        ]
     if decision["failed"]:
         lines += ["", f"Rejected by: {', '.join(decision['failed'])}."]
     return "\n".join(lines) + "\n"

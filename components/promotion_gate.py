@@ -11,8 +11,9 @@ import os
 from tfx import v1 as tfx
 from tfx.types.artifact import Artifact
 
-from components import gate_rules, infra_validation
+from components import gate_evidence, gate_rules, infra_validation
 from components.baseline import majority
+from components.speed_check import SPEED_JSON, SpeedComparison
 
 ModelEvaluation = tfx.types.standard_artifacts.ModelEvaluation
 ModelRun = tfx.types.standard_artifacts.ModelRun
@@ -92,6 +93,7 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
     model: InputArtifact[Model],
     infra_blessing: InputArtifact[InfraBlessing],
     examples: InputArtifact[Examples],
+    speed: InputArtifact[SpeedComparison],
     blessing: OutputArtifact[ModelBlessing],
     decision: OutputArtifact[GateDecision],
     accuracy_tolerance: Parameter[float] = 0.005,
@@ -99,13 +101,29 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
     min_speedup: Parameter[float] = 1.0,
     label: Parameter[str] = "",
     label_kind: Parameter[str] = "int",
+    strict: Parameter[int] = 0,
 ) -> None:
     """Decides promotion; writes the blessing and decision.json/decision.md."""
-    cfg = gate_rules.GateConfig(accuracy_tolerance, min_accuracy, min_speedup)
+    cfg = gate_rules.GateConfig(accuracy_tolerance, min_accuracy, min_speedup, bool(strict))
     fp32, amp = _figures(fp32_run), _figures(amp_run)
     parity = overall_accuracy(parity_evaluation.uri)
     baseline = majority(examples.uri, label, label_kind) if label else {"share": None, "class": ""}
     production = overall_accuracy(production_evaluation.uri)
+    pairs = gate_evidence.seed_pairs(fp32_run.uri, amp_run.uri)
+    production_model = (
+        production_blessing.get_string_custom_property("baseline_model")
+        if production_blessing.has_custom_property("baseline_model")
+        else ""
+    )
+    production_pairs = None
+    if production_model and production.get("baseline") is not None:
+        production_pairs = gate_evidence.production_pairs(
+            examples.uri,
+            os.path.join(model.uri, "Format-Serving"),
+            os.path.join(production_model, "Format-Serving"),
+        )
+    with open(os.path.join(speed.uri, SPEED_JSON)) as f:
+        speed_result = json.load(f)
     measurements = gate_rules.Measurements(
         fp32_accuracy=parity["baseline"],
         amp_accuracy=parity["candidate"],
@@ -115,12 +133,24 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
         amp_policy=amp["policy"],
         majority_share=baseline["share"],
         majority_class=baseline["class"] or "",
+        parity=gate_evidence.pooled(pairs),
+        production_pairs=production_pairs,
+        speed=None if speed_result.get("skipped") else speed_result,
     )
     with open(os.path.join(infra_blessing.uri, infra_validation.REPORT)) as f:
         serving = json.load(f)
-    extra = (*gate_rules.tflite_rules(amp.get("export", {})), gate_rules.serving_rule(serving))
+    extra = (
+        *gate_rules.tflite_rules(amp.get("export", {}), cfg.strict),
+        gate_rules.serving_rule(serving),
+    )
     result = gate_rules.decide(measurements, cfg, extra=extra)
-    result["measurements"] = measurements.__dict__
+    result["measurements"] = {
+        k: v
+        for k, v in measurements.__dict__.items()
+        if k not in ("parity", "production_pairs", "speed")
+    }
+    result["seeds"] = gate_evidence.seeds_report(fp32, amp, pairs)
+    result["speed"] = speed_result
     result["majority_baseline"] = baseline
     result["serving"] = serving
     production_id = (

@@ -77,6 +77,38 @@ def plot_loss_scale(amp: dict, path: Path) -> Path:
     return path
 
 
+def gate_section(summary: dict) -> list[str]:
+    """report.md's gate: each rule's outcome with its estimate and 95% interval, the seeds and
+    the side-by-side speed measurement."""
+    lines = [
+        "## Promotion gate",
+        "",
+        "| rule | outcome | estimate | 95% interval | n | reason |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in summary["gate"]["rules"]:
+        iv = r.get("interval")
+        lines.append(
+            f"| {r['name']} | {r.get('outcome') or ('pass' if r['passed'] else 'fail')} | "
+            f"{number(r['value'], '.4f')} | "
+            f"{f'[{iv[0]:+.4f}, {iv[1]:+.4f}]' if iv else 'n/a'} | {r.get('n') or 'n/a'} | "
+            f"{r['detail']} |"
+        )
+    speed = summary.get("speed") or {}
+    if speed.get("method"):
+        lines += [
+            "",
+            f"Speed: {speed['method']}; ratios {', '.join(f'{x:.2f}' for x in speed['ratios'])}.",
+        ]
+    seeds = summary.get("seeds") or {}
+    if len(seeds.get("pairs", [])) > 1:
+        lines += ["", "| seed | AMP - float32 | AMP only right | float32 only right | n |"]
+        lines += ["|---|---|---|---|---|"]
+        for p in seeds["pairs"]:
+            lines.append(f"| {p['seed']} | {p['delta']:+.4f} | {p['b']} | {p['c']} | {p['n']} |")
+    return [*lines, ""]
+
+
 def data_section(summary: dict) -> list[str]:
     """report.md's data section: notices (excluded columns, imbalance), missing values, classes."""
     data = summary.get("data") or {}
@@ -171,6 +203,7 @@ def write_report(summary: dict, fp32: dict, amp: dict, out_dir: Path) -> dict[st
         f"- Gate: {'passed' if gate['passed'] else 'failed: ' + ', '.join(gate['failed'])}",
         f"- Pushed: {summary['exports']['saved_model'] or 'nothing'}",
         "",
+        *gate_section(summary),
         *data_section(summary),
         *readiness_section(summary),
         *slow_section(summary),

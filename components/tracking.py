@@ -245,11 +245,19 @@ class RunTracker:
         gate = summary["gate"]
         run = self._create("gate", {**tags, "decision": summary["status"]}, parent=self.run_id)
         metrics = {"gate_passed": bool(gate["passed"])}
+        tags = {"failed_rules": ",".join(gate["failed"]) or "none"}
         for rule in gate["rules"]:
-            metrics[f"rule_{rule['name']}_passed"] = bool(rule["passed"])
+            name = rule["name"]
+            metrics[f"rule_{name}_passed"] = bool(rule["passed"])
             if rule["value"] is not None:
-                metrics[f"rule_{rule['name']}_value"] = rule["value"]
-        self._log(run, metrics=metrics, tags={"failed_rules": ",".join(gate["failed"]) or "none"})
+                metrics[f"rule_{name}_value"] = rule["value"]
+            if rule.get("interval"):
+                metrics[f"rule_{name}_ci_low"], metrics[f"rule_{name}_ci_high"] = rule["interval"]
+            if rule.get("n"):
+                metrics[f"rule_{name}_n"] = rule["n"]
+            tags[f"rule.{name}.outcome"] = rule.get("outcome", "")
+            tags[f"rule.{name}.reason"] = rule["detail"]
+        self._log(run, metrics=metrics, tags=tags)
         for f in decision_files:
             self.client.log_artifact(run, str(f))
         self._end(run)
@@ -302,6 +310,7 @@ class RunTracker:
             self.run_id,
             metrics={
                 "speedup": summary["speedup"],
+                "speedup_trainers": summary.get("speedup_trainers"),
                 "memory_ratio": summary["memory_ratio"],
                 "accuracy_delta": summary["accuracy_delta"],
                 "fp32_accuracy": summary["fp32"]["accuracy"],

@@ -71,6 +71,7 @@ def spec_from_fn_args(fn_args) -> TrainSpec:
         tflite_min_agreement=cfg["tflite_min_agreement"],
         tflite_max_int8_drop=cfg["tflite_max_int8_drop"],
         model_module=cfg.get("model_module"),
+        seeds=tuple(cfg.get("seeds") or (cfg["seed"],)),
         readiness=bool(cfg.get("readiness")),
         diagnose=bool(cfg.get("diagnose")),
     )

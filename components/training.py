@@ -12,6 +12,8 @@ import logging
 import resource
 from pathlib import Path
 
+import numpy as np
+
 logger = logging.getLogger(__name__)
 
 
@@ -43,6 +45,7 @@ class TrainSpec:
     tflite_variants: tuple[str, ...] = ("float32", "float16", "dynamic_int8", "int8")
     tflite_min_agreement: float = 0.995
     tflite_max_int8_drop: float = 0.01
+    seeds: tuple[int, ...] = ()  # every seed to train (the first is exported); () = (seed,)
     model_module: dict | None = None  # components.model_module.ModuleRef as a dict
     readiness: bool = False  # run the AMP readiness check before training (the AMP trainer)
     diagnose: bool = False  # measure why AMP may not be faster, after training (AMP trainer)
@@ -56,6 +59,7 @@ class TrainSpec:
         d["train_files"] = tuple(d["train_files"])
         d["eval_files"] = tuple(d["eval_files"])
         d["tflite_variants"] = tuple(d.get("tflite_variants", ()))
+        d["seeds"] = tuple(d.get("seeds", ()))
         return cls(**d)
 
 
@@ -268,7 +272,7 @@ def dataset_arrays(ds, max_rows: int) -> tuple:
     return np.concatenate(xs)[:max_rows], np.concatenate(ys)[:max_rows]
 
 
-def export_edge_models(spec: TrainSpec, model, train_ds, eval_ds) -> dict:
+def export_edge_models(spec: TrainSpec, model, train_ds, eval_x, eval_y) -> dict:
     """TFLite variants under `<serving_model_dir>/tflite/`, with parity on the eval split."""
     from components.tflite_export import ParityThresholds, export_tflite
     from pipeline.ingest import DataSpec
@@ -279,7 +283,6 @@ def export_edge_models(spec: TrainSpec, model, train_ds, eval_ds) -> dict:
     reference = float32_rebuild(spec, model)
     keras_dir = str(Path(spec.model_run_dir) / "keras_float32")
     reference.export(keras_dir, verbose=False)
-    eval_x, eval_y = dataset_arrays(eval_ds, 100_000)
     train_x, _ = dataset_arrays(train_ds, 200)
     return export_tflite(
         keras_dir,
@@ -349,7 +352,23 @@ def train_and_export(spec: TrainSpec) -> dict:
     serving = float32_rebuild(spec, model) if spec.serving_precision == "float32" else model
     export_serving_model(serving, spec.transform_output, spec.serving_model_dir, spec.data_spec)
     (Path(spec.serving_model_dir) / "dtype_report.json").write_text(json.dumps(report, indent=2))
-    export = export_edge_models(spec, model, train_ds, eval_ds)
+    eval_x, eval_y = dataset_arrays(eval_ds, MAX_EVAL_EXAMPLES)
+    export = export_edge_models(spec, model, train_ds, eval_x, eval_y)
+    first = {
+        "seed": spec.seed,
+        **timer.summary(),
+        "peak_memory_mb": peak_mb,
+        "accuracy": None,
+    }
+    seed_runs, predictions = train_other_seeds(spec, xla, eval_x, serving, first)
+    for run, predicted in zip(seed_runs, predictions, strict=True):
+        run["accuracy"] = float(np.mean(predicted == eval_y))
+    np.savez_compressed(
+        run_dir / PREDICTIONS_FILE,
+        labels=eval_y.astype(np.int64),
+        predictions=np.stack(predictions).astype(np.int64),
+        seeds=np.array([r["seed"] for r in seed_runs], np.int64),
+    )
     diagnostics = None
     if spec.diagnose:
         from components import amp_diagnosis
@@ -385,9 +404,42 @@ def train_and_export(spec: TrainSpec) -> dict:
         "serving_precision": spec.serving_precision,
         "export": export,
         "process_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "seeds": seed_runs,
     }
     (run_dir / "figures.json").write_text(json.dumps(figures, indent=2, default=_json_default))
     return figures
+
+
+MAX_EVAL_EXAMPLES = 200_000  # eval examples the trainers predict for the gate's pairs
+PREDICTIONS_FILE = "eval_predictions.npz"
+
+
+def predicted_classes(model, x) -> np.ndarray:
+    return np.argmax(model.predict(x, batch_size=1024, verbose=0), axis=1)
+
+
+def train_other_seeds(spec: TrainSpec, xla: bool, eval_x, served, first: dict):
+    """The spec's model trained again under each further seed of `spec.seeds` (same data, same
+    steps): ([figures per seed], [eval predictions per seed]), the first seed's given."""
+    import dataclasses as dc
+
+    from components.perf import PeakMemory, StepTimer
+
+    runs, predictions = [first], [predicted_classes(served, eval_x)]
+    for seed in spec.seeds[1:]:
+        sub = dc.replace(spec, seed=seed)
+        model, _ = build_fresh(sub, sub.policy)
+        compile_model(sub, model, xla)
+        train_ds = make_dataset(sub.train_files, sub.transform_output, sub.batch_size, seed, True)
+        timer = StepTimer(sub.batch_size, warmup_steps=min(5, max(sub.train_steps - 1, 0)))
+        memory = PeakMemory(sub.device)
+        memory.start()
+        model.fit(train_ds, steps_per_epoch=sub.train_steps, epochs=1, callbacks=[timer], verbose=0)
+        runs.append({"seed": seed, **timer.summary(), "peak_memory_mb": memory.peak_mb()})
+        served_model = float32_rebuild(sub, model) if sub.serving_precision == "float32" else model
+        predictions.append(predicted_classes(served_model, eval_x))
+        logger.info("seed %d: %s", seed, runs[-1])
+    return runs, predictions
 
 
 def _json_default(value):

@@ -14,7 +14,7 @@ from benchmarks.configs import BENCH_MODELS
 from kubeflow.beam_profiles import BEAM_RUNNERS, BeamProfile
 from kubeflow.deployment import TARGETS
 from pipeline import argtypes
-from pipeline.config import MODELS, SERVING_PRECISIONS, TFLITE_VARIANTS, RunConfig
+from pipeline.config import MODELS, PARITY_MODES, SERVING_PRECISIONS, TFLITE_VARIANTS, RunConfig
 from pipeline.csv_inspect import CsvOptions
 from pipeline.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_REJECTED, InputError
 from serving import cli as serving_cli
@@ -178,6 +178,26 @@ def _add_model_flags(p: argparse.ArgumentParser, defaults: RunConfig) -> None:
         default=defaults.min_speedup,
         help="smallest AMP/fp32 throughput ratio that still promotes "
         "(default: %(default)s: AMP must not be slower)",
+    )
+    p.add_argument(
+        "--seeds",
+        type=argtypes.positive,
+        default=defaults.seeds,
+        help="train both twins under this many seeds (--seed, --seed + 1, ...) and gate on all "
+        "of them; with 5 or more the best and worst seed are dropped (default: %(default)s)",
+    )
+    p.add_argument(
+        "--parity",
+        choices=PARITY_MODES,
+        default=defaults.parity,
+        help="evidence: a rule the data cannot decide is inconclusive and does not reject; "
+        "strict: every interval must clear its threshold (default: %(default)s)",
+    )
+    p.add_argument(
+        "--speed-rounds",
+        type=argtypes.positive,
+        default=defaults.speed_rounds,
+        help="rounds of the side-by-side speed measurement (default: %(default)s)",
     )
     p.add_argument(
         "--model-name", default="", help="served model name (default: 'digits' or the input's name)"
@@ -492,6 +512,9 @@ def _config(args: argparse.Namespace) -> RunConfig:
         image_size=args.image_size,
         model_name=args.model_name,
         seed=args.seed,
+        seeds=args.seeds,
+        parity=args.parity,
+        speed_rounds=args.speed_rounds,
         enable_cache=not args.no_cache,
         tracking_uri=args.tracking_uri,
         experiment=args.experiment,
@@ -626,6 +649,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
             train_steps=args.train_steps,
             accuracy_tolerance=args.accuracy_tolerance,
             min_speedup=args.min_speedup,
+            seeds=args.seeds,
+            parity=args.parity,
+            speed_rounds=args.speed_rounds,
             csv=_csv(args),
         )
         with tempfile.TemporaryDirectory() as tmp:

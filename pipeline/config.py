@@ -13,6 +13,7 @@ from pipeline.ingest import DataSpec
 MODELS = ("auto", "cnn", "mlp", "resnet50", "transformer")
 SERVING_PRECISIONS = ("float32", "mixed")
 TFLITE_VARIANTS = ("float32", "float16", "dynamic_int8", "int8")
+PARITY_MODES = ("evidence", "strict")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +56,11 @@ class RunConfig:
         image_size: side length image-folder inputs are resized to.
         model_name: the served model's name: `<output>/serving/<model_name>/<version>/`.
         seed: seed shared by both trainers (same init, same data order).
+        seeds: train both twins under this many seeds (seed, seed + 1, ...) and gate on all
+            of them; the pushed model is the first seed's.
+        parity: `evidence` (a rule the data cannot decide does not reject) or `strict` (it
+            does: the interval must clear the threshold).
+        speed_rounds: rounds of the side-by-side speed measurement.
         enable_cache: reuse TFX outputs whose inputs did not change.
         tracking_uri: MLflow tracking URI; None: $MLFLOW_TRACKING_URI, else a SQLite file
             under `output`.
@@ -90,6 +96,9 @@ class RunConfig:
     image_size: int = 32
     model_name: str = ""
     seed: int = 42
+    seeds: int = 1
+    parity: str = "evidence"
+    speed_rounds: int = 7
     enable_cache: bool = True
     tracking_uri: str | None = None
     experiment: str = "amp-pipeline"
@@ -102,7 +111,14 @@ class RunConfig:
                 f"Invalid value for argument model: expected one of {', '.join(MODELS)}. "
                 f"Received: model={self.model!r}"
             )
+        if self.parity not in PARITY_MODES:
+            raise ValueError(
+                f"Invalid value for argument parity: expected one of {', '.join(PARITY_MODES)}. "
+                f"Received: parity={self.parity!r}"
+            )
         for name in (
+            "seeds",
+            "speed_rounds",
             "train_steps",
             "eval_steps",
             "batch_size",

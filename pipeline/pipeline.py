@@ -17,6 +17,7 @@ from components.precision import Recipe
 from components.preprocessing import LABEL_KEY
 from components.promotion_gate import PromotionGate
 from components.pusher import Pusher
+from components.speed_check import SideBySide
 from kubeflow.deployment import Deployment
 from pipeline.config import RunConfig, model_for, model_name_for, model_options_for
 from pipeline.ingest import MAX_SLICED_CLASSES, DataSpec
@@ -27,6 +28,7 @@ EVALUATOR = "Evaluator"
 PRODUCTION_MODEL = "ProductionModel"
 EVALUATOR_PRODUCTION = "EvaluatorProduction"
 INFRA_VALIDATOR = "InfraValidator"
+SIDE_BY_SIDE = "SideBySide"
 GATE = "PromotionGate"
 PUSHER = "Pusher"
 CANDIDATE = "candidate"
@@ -139,6 +141,7 @@ def _trainer(
         "batch_size": config.batch_size,
         "learning_rate": config.learning_rate,
         "seed": config.seed,
+        "seeds": [config.seed + k for k in range(config.seeds)],
         "loss_scale_initial": config.loss_scale_initial,
         "loss_scale_growth_interval": config.loss_scale_growth_interval,
         "collapse_patience": config.collapse_patience,
@@ -354,6 +357,11 @@ def create_pipeline(
         if deployment is None
         else "compiled",
     ).with_id(INFRA_VALIDATOR)
+    side_by_side = SideBySide(
+        fp32_run=trainer_fp32.outputs["model_run"],
+        amp_run=trainer_amp.outputs["model_run"],
+        rounds=config.speed_rounds,
+    ).with_id(SIDE_BY_SIDE)
     gate = PromotionGate(
         parity_evaluation=evaluator.outputs["evaluation"],
         production_evaluation=evaluator_production.outputs["evaluation"],
@@ -366,8 +374,10 @@ def create_pipeline(
         min_accuracy=config.min_accuracy,
         min_speedup=config.min_speedup,
         examples=example_gen.outputs["examples"],
+        speed=side_by_side.outputs["comparison"],
         label=data.label,
         label_kind=data.label_kind,
+        strict=int(config.parity == "strict"),
     ).with_id(GATE)
     pusher = Pusher(
         model=trainer_amp.outputs["model"],
@@ -390,6 +400,7 @@ def create_pipeline(
             production_model,
             evaluator_production,
             infra_validator,
+            side_by_side,
             gate,
             pusher,
         ],

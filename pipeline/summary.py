@@ -78,7 +78,15 @@ def build_summary(
     amp_out = trainer(amp, measured["amp_accuracy"])
     amp_out["loss_scale"] = {k: v for k, v in amp.get("loss_scale", {}).items() if k != "history"}
     amp_out["dtype_warnings"] = amp.get("dtype_warnings", [])
-    speedup = _ratio(amp["examples_per_sec"], fp32["examples_per_sec"])
+    trainers_speedup = _ratio(amp["examples_per_sec"], fp32["examples_per_sec"])
+    speed = decision.get("speed") or {}
+    # The gate's figure: measured side by side; the trainers' own ratio stays for reference.
+    speedup = (speed.get("ratio") or {}).get("median", trainers_speedup)
+    rules = {r["name"]: r for r in decision["rules"]}
+    for name, variant in amp.get("export", {}).get("variants", {}).items():
+        if f"tflite_{name}" in rules:
+            variant["passed"] = rules[f"tflite_{name}"]["passed"]
+            variant["outcome"] = rules[f"tflite_{name}"]["outcome"]
     return {
         "status": status,
         "exit_code": EXIT_PROMOTED if status == "promoted" else EXIT_REJECTED,
@@ -105,7 +113,14 @@ def build_summary(
         "amp": amp_out,
         "production": {"accuracy": measured["production_accuracy"]},
         "speedup": speedup,
+        "speedup_trainers": trainers_speedup,
+        "speed": speed,
+        "seeds": decision.get("seeds"),
         "memory_ratio": _ratio(amp["peak_memory_mb"], fp32["peak_memory_mb"]),
+        "memory_spread_mb": {
+            twin: (decision.get("seeds") or {}).get(twin, {}).get("peak_memory_mb")
+            for twin in ("fp32", "amp")
+        },
         "accuracy_delta": measured["amp_accuracy"] - measured["fp32_accuracy"],
         "gate": {
             "passed": decision["passed"],
@@ -230,6 +245,46 @@ def _serving(report: dict) -> dict:
     return {k: report[k] for k in keys if k in report}
 
 
+def speed_text(summary: dict) -> str:
+    """The gate's speedup with its spread, and the trainers' own ratio next to it."""
+    speed = summary.get("speed") or {}
+    trainers = number(summary.get("speedup_trainers"), ".2f", "x")
+    if speed.get("ratio"):
+        r = speed["ratio"]
+        return (
+            f"{r['median']:.2f}x examples/sec amp/fp32 side by side ({r['n']} rounds: "
+            f"{r['min']:.2f}x-{r['max']:.2f}x); the trainers' own runs: {trainers}"
+        )
+    if speed.get("skipped"):
+        return f"{trainers} examples/sec amp/fp32 (trainers; not measured side by side: " + (
+            f"{speed['skipped']})"
+        )
+    return f"{trainers} examples/sec amp/fp32 (trainers)"
+
+
+def seeds_lines(summary: dict) -> list[str]:
+    """Per seed, with --seeds > 1: each twin's accuracy and the paired difference."""
+    seeds = summary.get("seeds") or {}
+    if len(seeds.get("pairs", [])) < 2:
+        return []
+    fp32 = {r["seed"]: r for r in seeds["fp32"]["per_seed"]}
+    amp = {r["seed"]: r for r in seeds["amp"]["per_seed"]}
+    lines = []
+    for pair in seeds["pairs"]:
+        s = pair["seed"]
+        lines.append(
+            f"  seed {s:<6} fp32 {number(fp32.get(s, {}).get('accuracy'), '.4f')}  amp "
+            f"{number(amp.get(s, {}).get('accuracy'), '.4f')}  change {pair['delta']:+.4f} "
+            f"({pair['b']} won, {pair['c']} lost of {pair['n']})"
+        )
+    d = seeds["delta"]
+    lines.append(
+        f"  seeds        mean change {number(d['mean'], '+.4f')} (sd {number(d['std'], '.4f')})"
+        + (f", trimmed mean {d['trimmed_mean']:+.4f}" if d.get("trimmed") else "")
+    )
+    return lines
+
+
 def readiness_lines(summary: dict) -> list[str]:
     """The readiness check in the terminal table: its verdict and each finding."""
     lines = []
@@ -246,6 +301,18 @@ def readiness_lines(summary: dict) -> list[str]:
     return lines
 
 
+def _interval(trainer: dict, summary: dict) -> str:
+    """Wilson 95% interval of an accuracy on the eval examples the gate paired."""
+    from components.gate_stats import proportion_interval
+
+    pairs = (summary.get("seeds") or {}).get("pairs") or []
+    n = pairs[0]["n"] if pairs else 0
+    if not n or trainer.get("accuracy") is None:
+        return "n/a"
+    lo, hi = proportion_interval(round(trainer["accuracy"] * n), n)
+    return f"{lo:.3f}-{hi:.3f}"
+
+
 def _steps(trainer: dict) -> str:
     t = trainer["step_time_ms"]
     return f"{number(t['p50'], '.1f')}/{number(t['p90'], '.1f')}"
@@ -257,6 +324,7 @@ def format_table(summary: dict) -> str:
     rows = [
         ("", "fp32", f"amp ({summary['policy']})"),
         ("accuracy (eval)", number(fp32["accuracy"], ".4f"), number(amp["accuracy"], ".4f")),
+        ("  95% interval", _interval(fp32, summary), _interval(amp, summary)),
         (
             "examples/sec",
             number(fp32["examples_per_sec"], ",.0f"),
@@ -285,18 +353,21 @@ def format_table(summary: dict) -> str:
         lines.append(f"  xla          fell back to off: {summary['xla_fallback']}")
     lines += readiness_lines(summary)
     lines += [
-        f"  speedup      {number(summary['speedup'], '.2f', 'x')} examples/sec amp/fp32; "
-        f"memory {number(summary['memory_ratio'], '.2f', 'x')} ({fp32['memory_method']})",
+        f"  speedup      {speed_text(summary)}",
+        f"  memory       {number(summary['memory_ratio'], '.2f', 'x')} amp/fp32 "
+        f"({fp32['memory_method']})",
     ]
     slow = summary.get("why_not_faster")
     if slow:
         lines += [f"    why not faster: {reason}" for reason in slow["reasons"]]
+    lines += seeds_lines(summary)
     lines += [
         f"  gate         {verdict}"
         + (f": failed {', '.join(gate['failed'])}" if gate["failed"] else ""),
     ]
+    marks = {"skipped": "skip", "pass": "pass", "fail": "FAIL", "inconclusive": "INCONCLUSIVE"}
     for rule in gate["rules"]:
-        mark = "skip" if rule["skipped"] else ("pass" if rule["passed"] else "FAIL")
+        mark = marks.get(rule.get("outcome"), "pass" if rule["passed"] else "FAIL")
         lines.append(f"    {mark:<4} {rule['name']:<22} {rule['detail']}")
     for name, v in summary["exports"].get("tflite", {}).items():
         if v.get("converted"):

@@ -130,3 +130,69 @@ def test_config_validation_says_what_it_received():
         GateConfig(accuracy_tolerance=2)
     with pytest.raises(ValueError, match=r"Received: min_speedup=-1"):
         GateConfig(min_speedup=-1)
+
+
+def _speed(ratios):
+    from components.gate_stats import median_and_spread
+
+    return {"ratio": median_and_spread(ratios), "steps_per_burst": 20, "ratios": ratios}
+
+
+@pytest.mark.parametrize(
+    ("ratios", "outcome"),
+    [
+        ([1.3, 1.4, 1.35, 1.45, 1.38], "pass"),
+        ([0.9, 0.95, 0.92, 0.97, 0.93], "fail"),  # no round reaches 1.0
+        ([0.95, 0.97, 1.02, 0.96, 1.05], "inconclusive"),  # median below, some rounds above
+    ],
+)
+def test_min_speedup_decides_on_the_side_by_side_rounds(ratios, outcome):
+    m = dataclasses.replace(GOOD, speed=_speed(ratios), amp_examples_per_sec=1.0)
+    r = rule(decide(m, GateConfig(0.01, 0.0, 1.0)), "min_speedup")
+    assert r["outcome"] == outcome and r["passed"] is (outcome != "fail")
+    assert r["value"] == pytest.approx(sorted(ratios)[2]) and r["n"] == 5
+    assert "over 5 side-by-side rounds of 20 steps" in r["detail"]
+    strict = rule(decide(m, GateConfig(0.01, 0.0, 1.0, strict=True)), "min_speedup")
+    assert strict["passed"] is (outcome == "pass")
+
+
+def test_accuracy_parity_uses_paired_evidence_when_there_is_some():
+    from components.gate_stats import Paired
+
+    noisy = dataclasses.replace(GOOD, parity=Paired(n=360, b=3, c=4))
+    r = rule(decide(noisy, CFG), "accuracy_parity")
+    assert r["outcome"] == "inconclusive" and r["passed"] and r["n"] == 360
+    assert r["interval"][0] < -0.01 < 0 < r["interval"][1]
+    strict = decide(noisy, dataclasses.replace(CFG, strict=True))
+    assert rule(strict, "accuracy_parity")["outcome"] == "fail"
+    assert "accuracy_parity" in strict["failed"]
+    clear = dataclasses.replace(GOOD, parity=Paired(n=1000, b=0, c=40))
+    assert rule(decide(clear, CFG), "accuracy_parity")["outcome"] == "fail"
+    md = to_markdown(decide(noisy, CFG))
+    assert "| accuracy_parity |" in md and "inconclusive (does not reject)" in md
+    assert "Inconclusive: accuracy_parity" in md
+
+
+def test_tflite_rules_judge_agreement_and_int8_accuracy_on_their_counts():
+    from components.gate_rules import tflite_rules
+
+    report = {
+        "reference": {"accuracy": 0.97, "examples": 37},
+        "thresholds": {"min_agreement": 0.995, "max_int8_accuracy_drop": 0.01},
+        "variants": {
+            "float16": {"converted": True, "n": 360, "agreeing": 360, "passed": True},
+            # One example of 37 lost: 2.7 points, but nothing the data can tell from zero.
+            "int8": {
+                "converted": True, "n": 37, "agreeing": 36, "only_variant_right": 0,
+                "only_reference_right": 1, "passed": False, "accuracy": 0.943,
+            },
+            "dynamic_int8": {"converted": False, "error": "unsupported op", "passed": False},
+        },
+    }  # fmt: skip
+    rules = {r.name: r for r in tflite_rules(report)}
+    assert rules["tflite_float16"].outcome == "pass"
+    assert rules["tflite_int8"].outcome == "inconclusive" and rules["tflite_int8"].passed
+    assert not rules["tflite_dynamic_int8"].passed
+    assert "conversion failed: unsupported op" in rules["tflite_dynamic_int8"].detail
+    strict = {r.name: r for r in tflite_rules(report, strict=True)}
+    assert not strict["tflite_int8"].passed and not strict["tflite_float16"].passed

@@ -29,6 +29,7 @@ NODES = {
     "Evaluator",
     "EvaluatorProduction",
     "InfraValidator",
+    "SideBySide",
     "PromotionGate",
     "Pusher",
 }

@@ -88,8 +88,8 @@ def test_digits_run_promotes_and_the_pushed_model_reads_digits(digits_run):
     assert tflite["float16"]["size_bytes"] < 0.6 * tflite["float32"]["size_bytes"]
     assert (pushed / "tflite" / "labels.txt").read_text().split() == [str(i) for i in range(10)]
     # The terminal shows one progress line per component and the final table.
-    progress = [ln for ln in result.stdout.splitlines() if "/14]" in ln]
-    assert sum(" done " in ln or " cached " in ln for ln in progress) == 14
+    progress = [ln for ln in result.stdout.splitlines() if "/15]" in ln]
+    assert sum(" done " in ln or " cached " in ln for ln in progress) == 15
     assert "gate         PROMOTED" in result.stdout
     assert (out / "logs" / "tfx.log").stat().st_size > 0
     # MLflow's default store: a SQLite file in the output folder, read back like a server.
@@ -141,7 +141,7 @@ def test_rerun_uses_cache_and_keeps_every_pushed_version(digits_run):
 
     cached = run_cli("run", "--output", str(out), "--train-steps", STEPS, *LOOSE_GATE)
     assert cached.returncode == 0, cached.stderr
-    progress = [ln for ln in cached.stdout.splitlines() if "/14]" in ln]
+    progress = [ln for ln in cached.stdout.splitlines() if "/15]" in ln]
     for name in ("CsvExampleGen", "Transform", "TrainerAmp", "TrainerFp32", "Evaluator "):
         (line,) = [ln for ln in progress if f"] {name}" in ln]
         assert "cached" in line, line
@@ -244,11 +244,27 @@ def test_tabular_csv_with_strings_missing_values_and_string_label(tmp_path):
         str(out),
         "--train-steps",
         "100",
+        "--seeds",
+        "2",
         *LOOSE_GATE,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["fp32"]["model"] == "mlp"
+    # Both twins trained under seeds 42 and 43; the gate paired them seed by seed.
+    seeds = summary["seeds"]
+    assert seeds["seeds"] == [42, 43]
+    for twin in ("fp32", "amp"):
+        per_seed = seeds[twin]["per_seed"]
+        assert [r["seed"] for r in per_seed] == [42, 43]
+        assert all(0 < r["accuracy"] <= 1 and r["examples_per_sec"] > 0 for r in per_seed)
+        assert seeds[twin]["accuracy"]["n"] == 2
+    assert [p["seed"] for p in seeds["pairs"]] == [42, 43]
+    assert all(p["n"] == seeds["pairs"][0]["n"] > 0 for p in seeds["pairs"])
+    assert "seed 43" in result.stdout and "mean change" in result.stdout
+    parity = next(r for r in summary["gate"]["rules"] if r["name"] == "accuracy_parity")
+    assert parity["n"] == 2 * seeds["pairs"][0]["n"]  # both seeds' pairs, pooled
+    assert parity["outcome"] in ("pass", "inconclusive") and len(parity["interval"]) == 2
     rows = csv_rows(data)
     predicted = predict_classes(summary["exports"]["saved_model"], rows, label="churn")
     truth = np.array([r["churn"] for r in rows])

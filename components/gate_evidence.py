@@ -1,0 +1,128 @@
+"""The evidence the gate decides on, gathered from the run's artifacts.
+
+- AMP vs float32: both trainers write their served model's predicted class for every eval
+  example, per seed (`eval_predictions.npz`), in the same order (the same Transform output,
+  read without shuffling): the pairs for components/gate_stats.py.
+- AMP vs production: the gate runs both SavedModels on the raw eval split itself (the
+  production model was trained in another run).
+- Seeds: each twin's accuracy, throughput and memory per seed, their mean and spread, and the
+  per-seed accuracy differences (trimmed of the best and the worst from five seeds on).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from components.gate_stats import Paired, median_and_spread, trimmed
+
+PREDICTIONS = "eval_predictions.npz"
+
+
+def load_predictions(run_dir: str) -> dict:
+    """{"labels": (n,), "predictions": (seeds, n), "seeds": (seeds,)} of one trainer."""
+    with np.load(os.path.join(run_dir, PREDICTIONS)) as f:
+        return {k: f[k] for k in f.files}
+
+
+def seed_pairs(fp32_dir: str, amp_dir: str) -> list[tuple[int, Paired]]:
+    """(seed, pairs) for every seed both twins trained, AMP as the candidate."""
+    fp32, amp = load_predictions(fp32_dir), load_predictions(amp_dir)
+    if not np.array_equal(fp32["labels"], amp["labels"]):
+        raise ValueError(
+            "the twins' eval predictions are not over the same examples in the same order"
+        )
+    labels = amp["labels"]
+    pairs = []
+    for i, seed in enumerate(amp["seeds"]):
+        j = int(np.flatnonzero(fp32["seeds"] == seed)[0]) if seed in fp32["seeds"] else i
+        pairs.append(
+            (
+                int(seed),
+                Paired.from_correct(
+                    amp["predictions"][i] == labels, fp32["predictions"][j] == labels
+                ),
+            )
+        )
+    return pairs
+
+
+def pooled(pairs: list[tuple[int, Paired]]) -> Paired:
+    """The pairs of every seed together (trimmed of the best and worst seed from five on)."""
+    kept = sorted((p for _, p in pairs), key=lambda p: p.difference)
+    if len(kept) >= 5:  # MLPerf's rule: drop the best and the worst seed
+        kept = kept[1:-1]
+    return Paired(
+        n=sum(p.n for p in kept),
+        b=sum(p.b for p in kept),
+        c=sum(p.c for p in kept),
+        both=sum(p.both for p in kept),
+    )
+
+
+def seeds_report(fp32: dict, amp: dict, pairs: list[tuple[int, Paired]]) -> dict:
+    """Per seed and in aggregate: each twin's figures and the paired accuracy differences."""
+
+    def twin(figures: dict) -> dict:
+        runs = figures.get("seeds") or []
+        return {
+            "per_seed": runs,
+            "accuracy": median_and_spread([r["accuracy"] for r in runs]),
+            "examples_per_sec": median_and_spread([r["examples_per_sec"] for r in runs]),
+            "peak_memory_mb": median_and_spread([r["peak_memory_mb"] for r in runs]),
+        }
+
+    deltas = [p.difference for _, p in pairs]
+    return {
+        "seeds": [s for s, _ in pairs],
+        "fp32": twin(fp32),
+        "amp": twin(amp),
+        "pairs": [{"seed": s, "delta": p.difference, **p.to_dict()} for s, p in pairs],
+        "delta": {
+            "mean": float(np.mean(deltas)) if deltas else None,
+            "std": float(np.std(deltas, ddof=1)) if len(deltas) > 1 else None,
+            "trimmed_mean": float(np.mean(trimmed(deltas))) if deltas else None,
+            "trimmed": len(deltas) >= 5,
+        },
+    }
+
+
+def served_predictions(saved_model: str, examples: list[bytes], batch: int = 1024) -> np.ndarray:
+    """Class ids a SavedModel's serving_default gives the serialized raw examples."""
+    import tensorflow as tf
+
+    serve = tf.saved_model.load(saved_model).signatures["serving_default"]
+    out = []
+    for i in range(0, len(examples), batch):
+        out.append(serve(examples=tf.constant(examples[i : i + batch]))["class_ids"].numpy())
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def eval_labels(saved_model: str, examples: list[bytes], batch: int = 1024) -> np.ndarray:
+    """The class ids of the eval examples' labels (the candidate's transform_features)."""
+    import tensorflow as tf
+
+    transform = tf.saved_model.load(saved_model).signatures["transform_features"]
+    out = []
+    for i in range(0, len(examples), batch):
+        out.append(transform(examples=tf.constant(examples[i : i + batch]))["label_xf"].numpy())
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def raw_eval_examples(examples_uri: str, limit: int = 200_000) -> list[bytes]:
+    """Serialized raw eval examples (ExampleGen's eval split), up to `limit`."""
+    import tensorflow as tf
+
+    files = sorted(tf.io.gfile.glob(os.path.join(examples_uri, "Split-eval", "*")))
+    ds = tf.data.TFRecordDataset(files, compression_type="GZIP").take(limit)
+    return [bytes(r) for r in ds.as_numpy_iterator()]
+
+
+def production_pairs(examples_uri: str, candidate: str, production: str) -> Paired:
+    """The candidate vs the model in production on the same raw eval examples."""
+    examples = raw_eval_examples(examples_uri)
+    labels = eval_labels(candidate, examples)
+    mine = served_predictions(candidate, examples)
+    theirs = served_predictions(production, examples)
+    return Paired.from_correct(mine == labels, theirs == labels)

@@ -1,0 +1,121 @@
+"""The speedup measured side by side: float32 and AMP training steps in alternating short bursts,
+in one process, after both twins have trained.
+
+The twins train one after the other, so anything else running on a shared machine lands on one
+of them only, and their throughput ratio moved between 1.01x and 1.43x across identical runs.
+Here both models (each built under its own dtype policy: Keras layers keep the policy they were
+built with) take turns on the same real batches, `steps` training steps at a time, for `rounds`
+rounds whose order alternates; each round gives one ratio, and load that comes and goes lands on
+both. The median ratio and its spread decide `min_speedup`.
+
+`python -m components.side_by_side FP32_SPEC AMP_SPEC OUT_JSON [ROUNDS]` runs it in a fresh
+process (the specs are the trainers' own train_spec.json; the AMP one carries the XLA setting
+the AMP trainer actually used).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import time
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+ROUNDS = 7
+MIN_BURST_SECONDS = 0.25
+WARMUP_STEPS = 5
+
+
+def _batches(spec, count: int = 4) -> list:
+    import numpy as np
+
+    from components.training import make_dataset
+
+    ds = make_dataset(spec.train_files, spec.transform_output, spec.batch_size, spec.seed, True)
+    out = []
+    for x, y in ds.take(count):
+        out.append((np.asarray(x), np.asarray(y)))
+    return out
+
+
+def _burst(model, batches, steps: int) -> float:
+    """Seconds for `steps` training steps, cycling through `batches`."""
+    start = time.perf_counter()
+    for i in range(steps):
+        x, y = batches[i % len(batches)]
+        model.train_on_batch(x, y)
+    return time.perf_counter() - start
+
+
+def measure(fp32_spec, amp_spec, rounds: int = ROUNDS) -> dict:
+    """Alternating bursts of float32 and AMP training steps; one throughput ratio per round."""
+    from components.gate_stats import median_and_spread
+    from components.training import build_fresh, compile_model
+
+    batches = _batches(amp_spec)
+    fp32, _ = build_fresh(fp32_spec, "float32")
+    compile_model(fp32_spec, fp32, False)
+    amp, _ = build_fresh(amp_spec, amp_spec.policy)  # its layers keep this policy
+    compile_model(amp_spec, amp, amp_spec.xla)
+    for model in (fp32, amp):
+        _burst(model, batches, WARMUP_STEPS)
+    step = max(_burst(fp32, batches, 3) / 3, 1e-4)
+    steps = max(5, math.ceil(MIN_BURST_SECONDS / step))
+    ratios, fp32_ms, amp_ms = [], [], []
+    for r in range(rounds):
+        times = {}
+        order = (("fp32", fp32), ("amp", amp)) if r % 2 == 0 else (("amp", amp), ("fp32", fp32))
+        for name, model in order:
+            times[name] = _burst(model, batches, steps)
+        ratios.append(times["fp32"] / times["amp"])
+        fp32_ms.append(times["fp32"] * 1000 / steps)
+        amp_ms.append(times["amp"] * 1000 / steps)
+    spread = median_and_spread(ratios)
+    batch = amp_spec.batch_size
+    return {
+        "method": (
+            f"{rounds} rounds of {steps} training steps per precision, alternating order, one "
+            "process, the same real batches; ratio = float32 time / AMP time per round"
+        ),
+        "rounds": rounds,
+        "steps_per_burst": steps,
+        "ratios": ratios,
+        "ratio": spread,
+        "fp32_step_ms": median_and_spread(fp32_ms),
+        "amp_step_ms": median_and_spread(amp_ms),
+        "fp32_examples_per_sec": batch * 1000 / spread_median(fp32_ms),
+        "amp_examples_per_sec": batch * 1000 / spread_median(amp_ms),
+        "policy": amp_spec.policy,
+        "xla": amp_spec.xla,
+    }
+
+
+def spread_median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+def main(argv: list[str]) -> int:
+    import dataclasses
+
+    from components.training import TrainSpec
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    from components.child_process import watch_parent
+
+    watch_parent()
+    fp32 = TrainSpec.from_json(Path(argv[1]).read_text())
+    amp_spec = json.loads(Path(argv[2]).read_text())
+    amp = TrainSpec.from_json(json.dumps(amp_spec["spec"]))
+    amp = dataclasses.replace(amp, xla=bool(amp_spec["xla"]))
+    rounds = int(argv[4]) if len(argv) > 4 else ROUNDS
+    result = measure(fp32, amp, rounds)
+    Path(argv[3]).write_text(json.dumps(result, indent=2))
+    logger.info("side by side: %s", result["ratio"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
