@@ -48,7 +48,7 @@ class BenchConfig:
 
     def data_spec(self) -> dict:
         """A DataSpec for synthetic inputs of this configuration's shape."""
-        from pipeline.ingest import DataSpec
+        from core.data_spec import DataSpec
 
         return DataSpec(
             source="synthetic",

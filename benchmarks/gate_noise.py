@@ -24,6 +24,8 @@ from pathlib import Path
 
 import psutil
 
+from core import names
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -66,7 +68,7 @@ def _trainer_of(pid: int, node: str) -> psutil.Process | None:
             cmd = " ".join(child.cmdline())
         except psutil.Error:
             continue
-        if "components.train_worker" in cmd and f"/{node}/" in cmd:
+        if "components.trainer_process" in cmd and f"/{node}/" in cmd:
             return child
     return None
 
@@ -94,7 +96,7 @@ def run_once(out: Path, *args: str, hog_during: str | None = None) -> dict:
             hog.stop()
             hogged = time.perf_counter() - start
     _, err = proc.communicate()
-    summary = json.loads((out / "run_summary.json").read_text())
+    summary = json.loads((out / names.RUN_SUMMARY_JSON).read_text())
     if summary.get("status") not in ("promoted", "rejected"):
         raise RuntimeError(f"run failed: {err.decode()[-400:]}")
     rules = {r["name"]: r for r in summary["gate"]["rules"]}

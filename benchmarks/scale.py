@@ -30,6 +30,8 @@ from pathlib import Path
 
 import psutil
 
+from core import names
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -51,7 +53,7 @@ class RssSampler:
             cmd = " ".join(proc.cmdline())
         except (psutil.Error, OSError):
             return "other"
-        if "train_worker" in cmd:
+        if "trainer_process" in cmd:
             return "trainer"
         if "sdk_worker" in cmd or "multiprocessing" in cmd or "apache_beam" in cmd:
             return "beam_worker"
@@ -143,7 +145,7 @@ def run_once(data: Path, label: str, rows: int, workers: int, out: Path, steps: 
     with RssSampler(proc.pid) as sampler:
         stdout, stderr = proc.communicate()
     wall = time.perf_counter() - start
-    summary_path = out / "run_summary.json"
+    summary_path = out / names.RUN_SUMMARY_JSON
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     if proc.returncode not in (0, 3):
         raise RuntimeError(f"run failed ({proc.returncode}): {stderr.strip()[-400:]}")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from core import names
 from serving.client import ClientConfig, ClientError, ServingClient
 
 
@@ -86,7 +87,7 @@ def grpc_call_factory(config: ClientConfig, model: str, examples: list[bytes]):
 
     request = predict_pb2.PredictRequest()
     request.model_spec.name = model
-    request.model_spec.signature_name = "serving_default"
+    request.model_spec.signature_name = names.SERVING_SIGNATURE
     request.inputs["examples"].CopyFrom(tf.make_tensor_proto(np.array(examples, dtype=object)))
 
     def make_call():
@@ -145,7 +146,7 @@ def stop_server(process: subprocess.Popen) -> None:
 def in_process_factory(saved_model_dir: Path, examples: list[bytes]):
     import tensorflow as tf
 
-    serve = tf.saved_model.load(str(saved_model_dir)).signatures["serving_default"]
+    serve = tf.saved_model.load(str(saved_model_dir)).signatures[names.SERVING_SIGNATURE]
     batch = tf.constant(examples)
 
     def make_call():

@@ -17,7 +17,7 @@ def run(config: BenchConfig) -> dict:
     import tensorflow as tf
 
     from components.perf import PeakMemory, StepTimer
-    from components.training import TrainSpec, build_and_compile
+    from components.trainer_job import TrainSpec, build_and_compile
 
     spec = TrainSpec(
         train_files=(),

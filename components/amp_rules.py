@@ -16,6 +16,7 @@ import logging
 import keras
 
 from components.model_module import ModelModuleError
+from core import names
 
 logger = logging.getLogger(__name__)
 
@@ -160,7 +161,7 @@ def dtype_report(model, policy: str, observed: dict[str, str] | None = None) -> 
         )
         variable_dtypes = sorted({_dtype_name(v.dtype) for v in own})
         flags = []
-        by_design = layer is final or layer.name in (FLOAT32_OUTPUT, "logits", "probabilities")
+        by_design = layer is final or layer.name in (FLOAT32_OUTPUT, "logits", names.PROBABILITIES)
         if mixed and compute == "float32" and not by_design and own:
             flags.append("float32_under_mixed")
         seen = (observed or {}).get(path)

@@ -20,9 +20,11 @@ import csv
 import dataclasses
 import gzip
 import io
-import re
+import math
 from collections.abc import Iterator
 from pathlib import Path
+
+from core.names import FALSE_VALUES, TRUE_VALUES
 
 # pandas.read_csv's default missing-value markers (pandas 2.x, `na_values` documentation).
 PANDAS_NA_VALUES = (
@@ -46,8 +48,6 @@ PANDAS_NA_VALUES = (
     "nan",
     "null",
 )
-TRUE_VALUES = ("true", "True", "TRUE", "yes", "Yes", "YES")
-FALSE_VALUES = ("false", "False", "FALSE", "no", "No", "NO")
 DELIMITERS = (",", ";", "\t", "|")
 TYPES = ("int", "float", "string", "bool")
 BLOCK_SIZE = 4 << 20  # bytes of CSV per record batch
@@ -93,26 +93,6 @@ class CsvFormat:
     def original(self, name: str) -> str:
         """The column name as written in the file, for a feature name."""
         return self.columns[self.names.index(name)]
-
-
-def sanitize_names(columns: list[str] | tuple[str, ...]) -> tuple[str, ...]:
-    """Valid, unique feature names: letters, digits and `_`, starting with a letter.
-
-    `"Monthly charges ($)"` becomes `Monthly_charges`, `"2nd"` becomes `f_2nd`; a name that
-    collides with an earlier one gets `_2`, `_3`, ...
-    """
-    out: list[str] = []
-    seen: set[str] = set()
-    for column in columns:
-        name = re.sub(r"[^A-Za-z0-9_]+", "_", column.strip().lstrip("\ufeff")).strip("_")
-        if not name or not name[0].isalpha():
-            name = f"f_{name}" if name else "column"
-        base, k = name, 2
-        while name.lower() in seen:
-            name, k = f"{base}_{k}", k + 1
-        seen.add(name.lower())
-        out.append(name)
-    return tuple(out)
 
 
 def open_text(path: Path, encoding: str) -> io.TextIOBase:
@@ -258,15 +238,14 @@ def batches(
             ),
         )
         for name in table.schema.names:  # what the first chunk inferred holds for the rest
-            if name not in types:
-                field = table.schema.field(name).type
-                kind = _kind_of(field)
-                if kind is not None:
-                    types[name] = kind
+            kind = kind_of(table.schema.field(name).type)
+            if name not in types and kind not in ("null", "date"):  # dates: the caller decides
+                types[name] = kind
         yield from table.to_batches()
 
 
-def _kind_of(arrow_type) -> str | None:
+def kind_of(arrow_type) -> str:
+    """`bool`, `int`, `float`, `date`, `null` or `string`: what pyarrow inferred for a column."""
     import pyarrow as pa
 
     if pa.types.is_boolean(arrow_type):
@@ -275,9 +254,20 @@ def _kind_of(arrow_type) -> str | None:
         return "int"
     if pa.types.is_floating(arrow_type):
         return "float"
-    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
-        return "string"
-    return None  # null (an empty first chunk) or dates: decided by a later chunk or the caller
+    if pa.types.is_timestamp(arrow_type) or pa.types.is_date(arrow_type):
+        return "date"
+    if pa.types.is_null(arrow_type):
+        return "null"
+    return "string"
+
+
+def parse_number(text: str) -> float | None:
+    """The finite number `text` holds, or None."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def to_examples(batch, types: dict[str, str]) -> list[bytes]:

@@ -8,9 +8,9 @@ Signatures:
 - `transform_features`: serialized raw `tf.Example` (label included) -> Transform's outputs.
   TFMA calls it to get the class-id label (EvalConfig `preprocessing_function_names`).
 
-By default the model inside computes in float32 (rebuilt under the float32 policy with the
-trained weights), so that it runs well on any CPU server; `serving_precision="mixed"` keeps the
-training policy for GPU servers.
+The trainer hands in the model to serve: by default its float32 rebuild (the same architecture
+under the float32 policy with the trained weights: components/trainer_job.py::float32_rebuild),
+which runs well on any CPU server; with `serving_precision="mixed"`, the model as trained.
 """
 
 from __future__ import annotations
@@ -18,15 +18,16 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from components.preprocessing import FEATURES_KEY
-from pipeline.ingest import DataSpec
-
-SERVING_SIGNATURE = "serving_default"
-TRANSFORM_SIGNATURE = "transform_features"
-RAW_SIGNATURE = "predict_raw"
-PROBABILITIES = "probabilities"
-CLASS_IDS = "class_ids"
-CLASSES = "classes"
+from core.data_spec import DataSpec
+from core.names import (
+    CLASS_IDS,
+    CLASSES,
+    FEATURES_KEY,
+    PROBABILITIES,
+    RAW_SIGNATURE,
+    SERVING_SIGNATURE,
+    TRANSFORM_SIGNATURE,
+)
 
 
 def _raw_shape(spec) -> list:

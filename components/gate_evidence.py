@@ -16,13 +16,12 @@ import os
 import numpy as np
 
 from components.gate_stats import Paired, median_and_spread, trimmed
-
-PREDICTIONS = "eval_predictions.npz"
+from core import names
 
 
 def load_predictions(run_dir: str) -> dict:
     """{"labels": (n,), "predictions": (seeds, n), "seeds": (seeds,)} of one trainer."""
-    with np.load(os.path.join(run_dir, PREDICTIONS)) as f:
+    with np.load(os.path.join(run_dir, names.EVAL_PREDICTIONS)) as f:
         return {k: f[k] for k in f.files}
 
 
@@ -92,10 +91,10 @@ def served_predictions(saved_model: str, examples: list[bytes], batch: int = 102
     """Class ids a SavedModel's serving_default gives the serialized raw examples."""
     import tensorflow as tf
 
-    serve = tf.saved_model.load(saved_model).signatures["serving_default"]
+    serve = tf.saved_model.load(saved_model).signatures[names.SERVING_SIGNATURE]
     out = []
     for i in range(0, len(examples), batch):
-        out.append(serve(examples=tf.constant(examples[i : i + batch]))["class_ids"].numpy())
+        out.append(serve(examples=tf.constant(examples[i : i + batch]))[names.CLASS_IDS].numpy())
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
@@ -103,10 +102,12 @@ def eval_labels(saved_model: str, examples: list[bytes], batch: int = 1024) -> n
     """The class ids of the eval examples' labels (the candidate's transform_features)."""
     import tensorflow as tf
 
-    transform = tf.saved_model.load(saved_model).signatures["transform_features"]
+    transform = tf.saved_model.load(saved_model).signatures[names.TRANSFORM_SIGNATURE]
     out = []
     for i in range(0, len(examples), batch):
-        out.append(transform(examples=tf.constant(examples[i : i + batch]))["label_xf"].numpy())
+        out.append(
+            transform(examples=tf.constant(examples[i : i + batch]))[names.LABEL_KEY].numpy()
+        )
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 

@@ -36,7 +36,7 @@ def InfraValidator(  # noqa: N802 - TFX component names are classes
     examples: InputArtifact[Examples],
     blessing: OutputArtifact[InfraBlessing],
     model_name: Parameter[str],
-    latency_budget_ms: Parameter[float] = 500.0,
+    latency_budget_ms: Parameter[float],
     num_examples: Parameter[int] = 64,
     requested_at: Parameter[str] = "",
 ) -> None:

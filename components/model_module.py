@@ -24,7 +24,7 @@ import traceback
 from pathlib import Path
 from types import ModuleType
 
-from pipeline.errors import InputError
+from core.errors import InputError
 
 HOOKS = ("build_model", "preprocessing_fn", "optimizer", "loss")
 

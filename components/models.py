@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import keras
 
+from core.names import PROBABILITIES
+
 MODEL_NAMES = ("cnn", "mlp", "resnet50", "transformer")
 
 
 def _head(x, num_classes: int):
     # float32 logits and softmax: bfloat16/float16 softmax loses the small probabilities.
     logits = keras.layers.Dense(num_classes, dtype="float32", name="logits")(x)
-    return keras.layers.Activation("softmax", dtype="float32", name="probabilities")(logits)
+    return keras.layers.Activation("softmax", dtype="float32", name=PROBABILITIES)(logits)
 
 
 CNN_MIN_SIDE = 16

@@ -1,6 +1,6 @@
 """Hardware -> precision recipe: which mixed-precision policy, XLA setting and loss scaling to use.
 
-The rules (measured, see STACK.md):
+The rules (measured on the project's machines; benchmarks/RESULTS.md, docs/ARCHITECTURE.md):
 - NVIDIA GPU, compute capability >= 7.0 (tensor cores): mixed_float16, dynamic loss scaling, XLA.
 - TPU, or a CPU with AMX-BF16 or AVX-512 BF16: mixed_bfloat16, no loss scaling, XLA off on CPU
   (XLA made every policy about 4x slower on those CPUs).
@@ -168,6 +168,15 @@ def choose_recipe(hw: Hardware, policy: str = "auto", xla: str = "auto") -> Reci
     else:
         use_xla = xla == "on"
     warnings = []
+    if chosen == "float32" and use_xla:
+        # The AMP trainer running float32 is the baseline's program: it trains without XLA,
+        # and the recipe says so (the summary, MLflow and the warnings read the recipe).
+        use_xla = False
+        if xla == "on":
+            warnings.append(
+                "--xla on applies to the AMP trainer's reduced precision; the AMP trainer runs "
+                "float32 here, so it trains without XLA, like its float32 twin."
+            )
     if chosen == "mixed_float16" and hw.device == "cpu":
         warnings.append(
             "mixed_float16 on a CPU: float16 maths is emulated there, convolutions can take "

@@ -16,10 +16,9 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from components.model_module import ModelSpec
-from pipeline.ingest import DataSpec
+from core.data_spec import DataSpec
+from core.names import FEATURES_KEY, LABEL_KEY
 
-FEATURES_KEY = "x"
-LABEL_KEY = "label_xf"
 VOCAB_TOP_K = 16
 
 

@@ -13,7 +13,8 @@ from tfx.types.artifact import Artifact
 
 from components import gate_evidence, gate_rules, infra_validation
 from components.baseline import majority
-from components.speed_check import SPEED_JSON, SpeedComparison
+from components.speed_check import SpeedComparison
+from core import names
 
 ModelEvaluation = tfx.types.standard_artifacts.ModelEvaluation
 ModelRun = tfx.types.standard_artifacts.ModelRun
@@ -26,8 +27,6 @@ OutputArtifact = tfx.dsl.components.OutputArtifact
 Parameter = tfx.dsl.components.Parameter
 
 ACCURACY = "sparse_categorical_accuracy"
-DECISION_JSON = "decision.json"
-DECISION_MD = "decision.md"
 
 
 class GateDecision(Artifact):
@@ -79,7 +78,7 @@ def tfma_failures(evaluation_uri: str) -> list[str]:
 
 
 def _figures(run: Artifact) -> dict:
-    with open(os.path.join(run.uri, "figures.json")) as f:
+    with open(os.path.join(run.uri, names.FIGURES_JSON)) as f:
         return json.load(f)
 
 
@@ -119,10 +118,10 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
     if production_model and production.get("baseline") is not None:
         production_pairs = gate_evidence.production_pairs(
             examples.uri,
-            os.path.join(model.uri, "Format-Serving"),
-            os.path.join(production_model, "Format-Serving"),
+            os.path.join(model.uri, names.SERVING_MODEL_DIR),
+            os.path.join(production_model, names.SERVING_MODEL_DIR),
         )
-    with open(os.path.join(speed.uri, SPEED_JSON)) as f:
+    with open(os.path.join(speed.uri, names.SPEED_JSON)) as f:
         speed_result = json.load(f)
     measurements = gate_rules.Measurements(
         fp32_accuracy=parity["baseline"],
@@ -140,7 +139,7 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
     with open(os.path.join(infra_blessing.uri, infra_validation.REPORT)) as f:
         serving = json.load(f)
     extra = (
-        *gate_rules.tflite_rules(amp.get("export", {}), cfg.strict),
+        *gate_rules.tflite_rules(amp.get("tflite", {}), cfg.strict),
         gate_rules.serving_rule(serving),
     )
     result = gate_rules.decide(measurements, cfg, extra=extra)
@@ -168,9 +167,9 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
         k: v for k, v in accuracy_by_slice(parity_evaluation.uri).items() if k
     }
     os.makedirs(decision.uri, exist_ok=True)
-    with open(os.path.join(decision.uri, DECISION_JSON), "w") as f:
+    with open(os.path.join(decision.uri, names.DECISION_JSON), "w") as f:
         json.dump(result, f, indent=2)
-    with open(os.path.join(decision.uri, DECISION_MD), "w") as f:
+    with open(os.path.join(decision.uri, names.DECISION_MD), "w") as f:
         f.write(gate_rules.to_markdown(result))
     decision.set_string_custom_property("decision", result["decision"])
 

@@ -20,10 +20,11 @@ from pathlib import Path
 
 from tfx import v1 as tfx
 
+from core import names
+
 logger = logging.getLogger(__name__)
 
 PARTIAL_PREFIX = ".push-"
-MODEL_SUBDIR = "Format-Serving"  # where the Trainer writes the serving SavedModel
 
 
 def versions(base: Path) -> list[int]:
@@ -98,7 +99,7 @@ def Pusher(  # noqa: N802 - TFX component names are classes
     if not blessed:
         logger.info("Model not blessed: nothing pushed")
         return
-    source = os.path.join(model.uri, MODEL_SUBDIR)
+    source = os.path.join(model.uri, names.SERVING_MODEL_DIR)
     if "://" in push_base:
         target = publish_remote(source, push_base)
     else:

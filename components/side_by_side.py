@@ -32,7 +32,7 @@ WARMUP_STEPS = 5
 def _batches(spec, count: int = 4) -> list:
     import numpy as np
 
-    from components.training import make_dataset
+    from components.trainer_job import make_dataset
 
     ds = make_dataset(spec.train_files, spec.transform_output, spec.batch_size, spec.seed, True)
     out = []
@@ -53,7 +53,7 @@ def _burst(model, batches, steps: int) -> float:
 def measure(fp32_spec, amp_spec, rounds: int = ROUNDS) -> dict:
     """Alternating bursts of float32 and AMP training steps; one throughput ratio per round."""
     from components.gate_stats import median_and_spread
-    from components.training import build_fresh, compile_model
+    from components.trainer_job import build_fresh, compile_model
 
     batches = _batches(amp_spec)
     fp32, _ = build_fresh(fp32_spec, "float32")
@@ -100,7 +100,7 @@ def spread_median(values: list[float]) -> float:
 def main(argv: list[str]) -> int:
     import dataclasses
 
-    from components.training import TrainSpec
+    from components.trainer_job import TrainSpec
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     from components.child_process import watch_parent

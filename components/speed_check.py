@@ -12,10 +12,10 @@ from tfx import v1 as tfx
 from tfx.types.artifact import Artifact
 
 from components.child_process import die_with_parent
+from core import names
 
 logger = logging.getLogger(__name__)
 
-SPEED_JSON = "speed.json"
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -32,7 +32,7 @@ def compare(fp32_run_dir: str, amp_run_dir: str, out_dir: str, rounds: int) -> d
     would be noise).
     """
     os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(amp_run_dir, "figures.json")) as f:
+    with open(os.path.join(amp_run_dir, names.FIGURES_JSON)) as f:
         amp = json.load(f)
     if amp["policy"] == "float32":
         result = {
@@ -40,12 +40,12 @@ def compare(fp32_run_dir: str, amp_run_dir: str, out_dir: str, rounds: int) -> d
             "both models are the same program"
         }
     else:
-        with open(os.path.join(amp_run_dir, "train_spec.json")) as f:
+        with open(os.path.join(amp_run_dir, names.TRAIN_SPEC_JSON)) as f:
             spec = json.load(f)
         amp_json = os.path.join(out_dir, "amp_recipe.json")
         with open(amp_json, "w") as f:
             json.dump({"spec": spec, "xla": amp["xla"]}, f)
-        out_json = os.path.join(out_dir, SPEED_JSON)
+        out_json = os.path.join(out_dir, names.SPEED_JSON)
         env = dict(
             os.environ,
             PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
@@ -54,7 +54,7 @@ def compare(fp32_run_dir: str, amp_run_dir: str, out_dir: str, rounds: int) -> d
             proc = subprocess.run(
                 [
                     sys.executable, "-m", "components.side_by_side",
-                    os.path.join(fp32_run_dir, "train_spec.json"), amp_json, out_json,
+                    os.path.join(fp32_run_dir, names.TRAIN_SPEC_JSON), amp_json, out_json,
                     str(rounds),
                 ],
                 stdout=log, stderr=subprocess.STDOUT, env=env, check=False,
@@ -67,7 +67,7 @@ def compare(fp32_run_dir: str, amp_run_dir: str, out_dir: str, rounds: int) -> d
             )
         with open(out_json) as f:
             result = json.load(f)
-    with open(os.path.join(out_dir, SPEED_JSON), "w") as f:
+    with open(os.path.join(out_dir, names.SPEED_JSON), "w") as f:
         json.dump(result, f, indent=2)
     return result
 

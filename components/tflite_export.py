@@ -1,6 +1,6 @@
 """TFLite variants of the trained model, each checked against the float32 SavedModel.
 
-Mixed-precision graphs do not convert (`invalid TFLite type: 'tensor<16xbf16>'`, STACK.md), so
+Mixed-precision graphs do not convert (`invalid TFLite type: 'tensor<16xbf16>'`), so
 the converter always reads a float32 rebuild of the model: same architecture, same weights (the
 variables of a mixed-precision model are float32 already).
 
@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from core import names
 
 logger = logging.getLogger(__name__)
 
@@ -196,7 +198,7 @@ def export_tflite(
                 "quantization": list(runner.input["quantization"]),
             },
             "output": {
-                "name": "probabilities",
+                "name": names.PROBABILITIES,
                 "classes": class_names,
                 "labels_file": "labels.txt",
             },
@@ -207,5 +209,5 @@ def export_tflite(
         "thresholds": dataclasses.asdict(thresholds),
         "variants": results,
     }
-    (out / "tflite_report.json").write_text(json.dumps(summary, indent=2))
+    (out / names.TFLITE_REPORT_JSON).write_text(json.dumps(summary, indent=2))
     return summary

@@ -2,7 +2,7 @@
 
 TFX calls run_fn in the pipeline's own process. Training there would leave that process's global
 Keras dtype policy set and make the two trainers' peak memory indistinguishable, so run_fn hands
-the job to `components.train_worker` in a fresh Python process and waits for it.
+the job to `components.trainer_process` in a fresh Python process and waits for it.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import sys
 from pathlib import Path
 
 from components.child_process import die_with_parent
-from components.training import TrainSpec
-from pipeline.errors import EXIT_BAD_INPUT, InputError
+from components.trainer_job import TrainSpec
+from core import names
+from core.errors import EXIT_BAD_INPUT, InputError
 
 logger = logging.getLogger(__name__)
 
@@ -78,12 +79,12 @@ def spec_from_fn_args(fn_args) -> TrainSpec:
 
 
 def run_in_subprocess(spec: TrainSpec) -> dict:
-    """Runs `spec` in `python -m components.train_worker` and returns its figures."""
+    """Runs `spec` in `python -m components.trainer_process` and returns its figures."""
     run_dir = Path(spec.model_run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    spec_path = run_dir / "train_spec.json"
+    spec_path = run_dir / names.TRAIN_SPEC_JSON
     spec_path.write_text(spec.to_json())
-    log_path = run_dir / "train.log"
+    log_path = run_dir / names.TRAIN_LOG
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
@@ -91,7 +92,7 @@ def run_in_subprocess(spec: TrainSpec) -> dict:
         # The trainer dies with the run: subprocess.run kills it when the wait is interrupted,
         # and the kernel sends it SIGTERM if the driver is killed outright.
         proc = subprocess.run(
-            [sys.executable, "-m", "components.train_worker", str(spec_path)],
+            [sys.executable, "-m", "components.trainer_process", str(spec_path)],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
@@ -104,7 +105,7 @@ def run_in_subprocess(spec: TrainSpec) -> dict:
         if proc.returncode == EXIT_BAD_INPUT:
             raise TrainingInputError(last)
         raise TrainingFailed(f"{last} [exit {proc.returncode}; log: {log_path}]")
-    return json.loads((run_dir / "figures.json").read_text())
+    return json.loads((run_dir / names.FIGURES_JSON).read_text())
 
 
 def run_fn(fn_args) -> None:

@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 from typing import TextIO
 
-from pipeline.config import RunConfig, model_for, model_name_for, model_options_for
+from core import names
+from pipeline.config import RunConfig, model_for, model_name_for
 from pipeline.progress import captured_output
 from pipeline.run_lock import OutputLock, check_output
 
@@ -50,9 +51,9 @@ def check(config: RunConfig, console: TextIO) -> dict:
         from absl import logging as absl_logging
 
         from components.precision import choose_recipe, detect_hardware
-        from components.training import TrainSpec, check_readiness, make_dataset
+        from components.trainer_job import TrainSpec, check_readiness, make_dataset
         from pipeline.local_runner import metadata_config, run_pipeline
-        from pipeline.pipeline import create_check_pipeline
+        from pipeline.pipeline import create_check_pipeline, twin_options
 
         hardware = detect_hardware()
         auto = choose_recipe(hardware)
@@ -78,6 +79,9 @@ def check(config: RunConfig, console: TextIO) -> dict:
         progress.total = len(pipeline.components)
         outputs = run_pipeline(pipeline, config.metadata_path).outputs
         examples = outputs["Transform"]["transformed_examples"].uri
+        options = twin_options(
+            config, data, module_ref, policy, xla, policy == "mixed_float16", hardware.device
+        )
         spec = TrainSpec(
             train_files=(str(Path(examples) / "Split-train" / "*"),),
             eval_files=(),
@@ -85,16 +89,7 @@ def check(config: RunConfig, console: TextIO) -> dict:
             serving_model_dir="",
             model_run_dir="",
             data_spec=data.to_dict(),
-            model=model,
-            model_options=model_options_for(config, model),
-            policy=policy,
-            xla=xla,
-            loss_scaling=policy == "mixed_float16",
-            device=hardware.device,
-            batch_size=config.batch_size,
-            learning_rate=config.learning_rate,
-            seed=config.seed,
-            model_module=module_ref.to_dict() if module_ref else None,
+            **options.to_config(),
         )
         dataset = make_dataset(
             spec.train_files, spec.transform_output, spec.batch_size, spec.seed, train=True
@@ -106,7 +101,7 @@ def check(config: RunConfig, console: TextIO) -> dict:
         "hardware": {**hardware.to_dict(), "recipe": auto.policy, "reason": auto.reason},
         **report,
     }
-    (output / "readiness.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    (output / names.READINESS_JSON).write_text(json.dumps(report, indent=2, default=str) + "\n")
     return report
 
 

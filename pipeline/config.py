@@ -1,4 +1,8 @@
-"""Run configuration: plain frozen data, variants made with `dataclasses.replace`."""
+"""Run configuration: plain frozen data, variants made with `dataclasses.replace`.
+
+Every default is written once, where it belongs: the trainers' in TrainOptions, the gate's in
+GateConfig, the infra validation's latency budget here; the components take them as arguments.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +10,13 @@ import dataclasses
 import re
 from pathlib import Path
 
-from kubeflow.beam_profiles import BeamProfile
+from components.gate_rules import GateConfig
+from components.train_options import TrainOptions
+from core.data_spec import DataSpec
+from pipeline.beam import BeamProfile
 from pipeline.csv_inspect import CsvOptions
-from pipeline.ingest import DataSpec
 
 MODELS = ("auto", "cnn", "mlp", "resnet50", "transformer")
-SERVING_PRECISIONS = ("float32", "mixed")
-TFLITE_VARIANTS = ("float32", "float16", "dynamic_int8", "int8")
 PARITY_MODES = ("evidence", "strict")
 
 
@@ -21,8 +25,8 @@ class RunConfig:
     """Everything one `amp-pipeline run` needs.
 
     Attributes:
-        data: input path (CSV file, TFRecord file or folder, image folder); None for the
-            embedded digits.
+        data: input path (CSV file or shards, TFRecord file or folder, image folder); None for
+            the embedded digits.
         label: label column / feature name.
         model: `cnn`, `mlp`, `resnet50` (images, at --image-size, at least 32),
             `transformer` (one token per feature), or `auto` (cnn for images, mlp otherwise).
@@ -31,43 +35,23 @@ class RunConfig:
         policy: AMP trainer policy: `auto` follows the hardware (see components/precision.py).
         xla: `auto`, `on` or `off` for the AMP trainer.
         output: folder for every artifact, log, the ML Metadata DB and the serving folder.
-        train_steps: training steps of each trainer (the same for both).
-        eval_steps: evaluation steps of each trainer's own validation pass.
-        batch_size: examples per step.
-        learning_rate: Adam learning rate.
-        accuracy_tolerance: largest accuracy drop of AMP vs float32 that still promotes.
-        min_accuracy: smallest absolute accuracy of the AMP model that still promotes.
-        min_speedup: smallest AMP/float32 throughput ratio that still promotes (1.0: AMP must
-            not be slower).
+        train: how both trainers train (steps, batch, learning rate, seeds, loss scaling,
+            TFLite, ...): components/train_options.py; the recipe fields are set per twin.
+        accuracy_tolerance, min_accuracy, min_speedup: the gate's thresholds (GateConfig).
+        parity: `evidence` (a rule the data cannot decide does not reject) or `strict`.
+        speed_rounds: rounds of the side-by-side speed measurement.
         amp_train_steps: train the AMP candidate for this many steps instead of
-            `train_steps`: a way to see a rejection on purpose (demos, tests). None: the same.
-        loss_scale_initial: initial dynamic loss scale (mixed_float16).
-        loss_scale_growth_interval: finite steps before the loss scale doubles.
-        collapse_patience: steps with the loss scale at its floor (1.0), or a NaN loss, after
-            which training stops with a diagnosis.
+            `train.train_steps`: a way to see a rejection on purpose. None: the same.
         serving_latency_budget_ms: largest p99 latency of a single-example request to the
-            candidate on the local server (infra validation, gRPC and REST), in milliseconds.
-        serving_precision: `float32` (the served SavedModel is rebuilt in float32 with the
-            trained weights; runs well on any CPU) or `mixed` (keeps the training policy).
-        tflite_variants: TFLite variants to build and check (empty: none).
-        tflite_min_agreement: smallest class agreement of the float32/float16 TFLite models
-            with the SavedModel.
-        tflite_max_int8_drop: largest accuracy drop of the int8 TFLite models.
+            candidate on the local server (infra validation), in milliseconds.
         image_size: side length image-folder inputs are resized to.
         model_name: the served model's name: `<output>/serving/<model_name>/<version>/`.
-        seed: seed shared by both trainers (same init, same data order).
-        seeds: train both twins under this many seeds (seed, seed + 1, ...) and gate on all
-            of them; the pushed model is the first seed's.
-        parity: `evidence` (a rule the data cannot decide does not reject) or `strict` (it
-            does: the interval must clear the threshold).
-        speed_rounds: rounds of the side-by-side speed measurement.
         enable_cache: reuse TFX outputs whose inputs did not change.
         tracking_uri: MLflow tracking URI; None: $MLFLOW_TRACKING_URI, else a SQLite file
             under `output`.
         experiment: MLflow experiment name.
-        beam: where the Beam-based components run (kubeflow/beam_profiles.py).
-        csv: how CSV inputs are read (missing-value markers, delimiter, encoding, columns kept
-            or dropped; pipeline/csv_inspect.py).
+        beam: where the Beam-based components run (pipeline/beam.py).
+        csv: how CSV inputs are read (pipeline/csv_inspect.py).
     """
 
     data: str | None = None
@@ -77,28 +61,16 @@ class RunConfig:
     policy: str = "auto"
     xla: str = "auto"
     output: str = "output"
-    train_steps: int = 300
-    eval_steps: int = 20
-    batch_size: int = 64
-    learning_rate: float = 1e-3
-    accuracy_tolerance: float = 0.005
-    min_accuracy: float = 0.0
-    min_speedup: float = 1.0
-    amp_train_steps: int | None = None
-    loss_scale_initial: float = 2.0**15
-    loss_scale_growth_interval: int = 2000
-    collapse_patience: int = 20
-    serving_latency_budget_ms: float = 500.0
-    serving_precision: str = "float32"
-    tflite_variants: tuple[str, ...] = TFLITE_VARIANTS
-    tflite_min_agreement: float = 0.995
-    tflite_max_int8_drop: float = 0.01
-    image_size: int = 32
-    model_name: str = ""
-    seed: int = 42
-    seeds: int = 1
+    train: TrainOptions = TrainOptions()
+    accuracy_tolerance: float = GateConfig.accuracy_tolerance
+    min_accuracy: float = GateConfig.min_accuracy
+    min_speedup: float = GateConfig.min_speedup
     parity: str = "evidence"
     speed_rounds: int = 7
+    amp_train_steps: int | None = None
+    serving_latency_budget_ms: float = 500.0
+    image_size: int = 32
+    model_name: str = ""
     enable_cache: bool = True
     tracking_uri: str | None = None
     experiment: str = "amp-pipeline"
@@ -116,69 +88,17 @@ class RunConfig:
                 f"Invalid value for argument parity: expected one of {', '.join(PARITY_MODES)}. "
                 f"Received: parity={self.parity!r}"
             )
-        for name in (
-            "seeds",
-            "speed_rounds",
-            "train_steps",
-            "eval_steps",
-            "batch_size",
-            "image_size",
-            "amp_train_steps",
-            "loss_scale_growth_interval",
-            "collapse_patience",
-        ):
+        for name in ("speed_rounds", "image_size", "amp_train_steps"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(
                     f"Invalid value for argument {name}: must be at least 1. "
                     f"Received: {name}={getattr(self, name)!r}"
                 )
-        if not 0.0 <= self.accuracy_tolerance <= 1.0:
-            raise ValueError(
-                "Invalid value for argument accuracy_tolerance: must be in [0, 1]. "
-                f"Received: accuracy_tolerance={self.accuracy_tolerance!r}"
-            )
-        if not 0.0 <= self.min_accuracy <= 1.0:
-            raise ValueError(
-                "Invalid value for argument min_accuracy: must be in [0, 1]. "
-                f"Received: min_accuracy={self.min_accuracy!r}"
-            )
-        if self.serving_precision not in SERVING_PRECISIONS:
-            raise ValueError(
-                "Invalid value for argument serving_precision: expected one of "
-                f"{', '.join(SERVING_PRECISIONS)}. "
-                f"Received: serving_precision={self.serving_precision!r}"
-            )
-        unknown = [v for v in self.tflite_variants if v not in TFLITE_VARIANTS]
-        if unknown:
-            raise ValueError(
-                "Invalid value for argument tflite_variants: expected some of "
-                f"{', '.join(TFLITE_VARIANTS)}. Received: tflite_variants={unknown!r}"
-            )
-        for name in ("tflite_min_agreement", "tflite_max_int8_drop"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(
-                    f"Invalid value for argument {name}: must be in [0, 1]. "
-                    f"Received: {name}={getattr(self, name)!r}"
-                )
-        if not self.loss_scale_initial > 0:
-            raise ValueError(
-                "Invalid value for argument loss_scale_initial: must be > 0. "
-                f"Received: loss_scale_initial={self.loss_scale_initial!r}"
-            )
-        if self.min_speedup < 0:
-            raise ValueError(
-                "Invalid value for argument min_speedup: must be >= 0. "
-                f"Received: min_speedup={self.min_speedup!r}"
-            )
+        GateConfig(self.accuracy_tolerance, self.min_accuracy, self.min_speedup)  # validates
         if not self.serving_latency_budget_ms > 0:
             raise ValueError(
                 "Invalid value for argument serving_latency_budget_ms: must be > 0. "
                 f"Received: serving_latency_budget_ms={self.serving_latency_budget_ms!r}"
-            )
-        if self.learning_rate <= 0:
-            raise ValueError(
-                "Invalid value for argument learning_rate: must be > 0. "
-                f"Received: learning_rate={self.learning_rate!r}"
             )
 
     @property

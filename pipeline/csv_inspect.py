@@ -16,13 +16,13 @@ import collections
 import dataclasses
 import gzip
 import logging
-import math
 import re
 from pathlib import Path
 
 from components import csv_format
 from components.csv_format import CsvFormat
-from pipeline.errors import InputError
+from core.errors import InputError
+from core.names import sanitize_names
 
 logger = logging.getLogger(__name__)
 
@@ -103,30 +103,6 @@ def _sample_text(path: Path, encoding: str, size: int = 65536) -> str:
         return f.read(size)
 
 
-def _kind(arrow_type) -> str:
-    import pyarrow as pa
-
-    if pa.types.is_boolean(arrow_type):
-        return "bool"
-    if pa.types.is_integer(arrow_type):
-        return "int"
-    if pa.types.is_floating(arrow_type):
-        return "float"
-    if pa.types.is_timestamp(arrow_type) or pa.types.is_date(arrow_type):
-        return "date"
-    if pa.types.is_null(arrow_type):
-        return "null"
-    return "string"
-
-
-def _number(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
 def _first_text_line(path: Path, fmt: CsvFormat, column: str) -> tuple[int, str] | None:
     """(line, text) of the first cell of `column` that is neither missing nor a number."""
     import csv
@@ -139,7 +115,7 @@ def _first_text_line(path: Path, fmt: CsvFormat, column: str) -> tuple[int, str]
         for row in reader:
             if index < len(row):
                 text = row[index].strip()
-                if text not in na and _number(text) is None:
+                if text not in na and csv_format.parse_number(text) is None:
                     return reader.line_num, text
     return None
 
@@ -184,7 +160,7 @@ def _scan(files: list[Path], fmt: CsvFormat, label: str) -> tuple[dict, dict, in
                 for i, batch in enumerate(csv_format.batches(path, fmt, types, include=())):
                     if rows == 0 and i == 0:
                         for name in batch.schema.names:
-                            kind = _kind(batch.schema.field(name).type)
+                            kind = csv_format.kind_of(batch.schema.field(name).type)
                             if kind in ("int", "float", "bool", "date") and name not in types:
                                 types[name] = kind if kind != "date" else "string"
                                 columns[name].kind = kind
@@ -207,7 +183,11 @@ def _scan(files: list[Path], fmt: CsvFormat, label: str) -> tuple[dict, dict, in
             if name is None:
                 raise InputError(f"{files[0]}: not a readable CSV file ({e})") from None
             value = re.search(r"invalid value '(.*)'", str(e))
-            if types.get(name) == "int" and value and _number(value.group(1)) is not None:
+            if (
+                types.get(name) == "int"
+                and value
+                and csv_format.parse_number(value.group(1)) is not None
+            ):
                 types[name] = "float"
                 continue
             raise _text_in_numeric(files, fmt, name) from None
@@ -231,7 +211,9 @@ def _sample(batch, columns: dict[str, _Column]) -> None:
             col.sample_mean_length = sum(map(len, texts)) / len(texts)
             col.sample_mean_tokens = sum(len(t.split()) for t in texts) / len(texts)
             col.sample_dates = sum(1 for t in texts if DATE_TEXT.match(t)) / len(texts)
-            col.sample_numeric = sum(1 for t in texts if _number(t) is not None) / len(texts)
+            col.sample_numeric = sum(
+                1 for t in texts if csv_format.parse_number(t) is not None
+            ) / len(texts)
         elif col.kind == "int":
             mm = pc.min_max(batch.column(name)).as_py()
             col.span = float(mm["max"] - mm["min"] + 1)
@@ -302,19 +284,6 @@ def _resolve_names(names: tuple[str, ...], fmt: CsvFormat, flag: str, where: str
     return out
 
 
-def files_of(path: Path) -> list[Path]:
-    """The CSV shards of a folder, or the file itself."""
-    if path.is_file():
-        return [path]
-    return sorted(
-        p
-        for p in path.iterdir()
-        if p.is_file()
-        and p.name.lower().endswith((".csv", ".csv.gz"))
-        and not p.name.startswith(".")
-    )
-
-
 def inspect(files: list[Path], label: str, options: CsvOptions, where: str) -> dict:
     """Checks CSV files (one header each, all equal) and describes them.
 
@@ -342,7 +311,7 @@ def inspect(files: list[Path], label: str, options: CsvOptions, where: str) -> d
                 f"{path}: its header differs from {first.name}'s ({', '.join(diff[:5])}); every "
                 "shard needs the same columns"
             )
-    names = csv_format.sanitize_names(header)
+    names = sanitize_names(header)
     fmt = CsvFormat(
         delimiter=delimiter,
         encoding=options.encoding,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.ingest import DataSpec
+from core.data_spec import DataSpec
 
 
 def format_data(data: DataSpec) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import math
 
-from pipeline.errors import InputError
+from core.errors import InputError
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""Runs the pipeline on this machine: LocalDagRunner, ML Metadata in SQLite, Beam DirectRunner."""
+"""Runs the pipeline on this machine: LocalDagRunner, ML Metadata in SQLite, the Beam
+components on the runner `--beam` names (Beam's DirectRunner by default)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import uuid
 from pathlib import Path
 from typing import TextIO
 
+from components.train_options import TrainOptions
+from core import names
+from core.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError
 from pipeline.config import RunConfig, model_for, model_name_for, model_options_for
-from pipeline.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError
 from pipeline.progress import captured_output
 from pipeline.run_lock import OutputLock, check_output
 from pipeline.signals import Interrupted, deferred, interruptible
@@ -30,46 +33,45 @@ def _find_input_error(error: BaseException) -> InputError | None:
     return None
 
 
-def _params(config: RunConfig, data, recipe, model: str) -> dict:
+def _params(config: RunConfig, data, amp: TrainOptions) -> dict:
+    """The parent run's parameters at the start: the run's settings and the shared training
+    options (TrainOptions' fields). What the AMP trainer really ran (policy, XLA after a
+    fallback, loss scaling) is added when it has run (RunTracker.finish)."""
+    shared = {k: v for k, v in amp.to_config().items() if k not in RECIPE_FIELDS}
+    shared["tflite_variants"] = ",".join(amp.tflite_variants) or "none"
     return {
-        "model": model,
+        **shared,
+        "model": amp.model,
         "model_module": config.model_module or "",
-        "policy": recipe.policy,
-        "xla": recipe.xla,
-        "loss_scaling": recipe.loss_scaling,
-        "loss_scale_initial": config.loss_scale_initial,
-        "loss_scale_growth_interval": config.loss_scale_growth_interval,
-        "batch_size": config.batch_size,
-        "train_steps": config.train_steps,
-        "amp_train_steps": config.amp_train_steps or config.train_steps,
-        "learning_rate": config.learning_rate,
+        "policy_requested": config.policy,
+        "xla_requested": config.xla,
+        "amp_train_steps": config.amp_train_steps or amp.train_steps,
         "data_source": data.source,
         "rows": data.rows,
         "accuracy_tolerance": config.accuracy_tolerance,
         "min_accuracy": config.min_accuracy,
         "min_speedup": config.min_speedup,
-        "tflite_variants": ",".join(config.tflite_variants) or "none",
-        "tflite_min_agreement": config.tflite_min_agreement,
-        "tflite_max_int8_drop": config.tflite_max_int8_drop,
-        "serving_precision": config.serving_precision,
+        "parity": config.parity,
     }
+
+
+RECIPE_FIELDS = ("policy", "xla", "loss_scaling", "device", "readiness", "diagnose", "model")
 
 
 def _track_success(tracker, latest, result: dict, config: RunConfig, tags: dict) -> None:
     """Child runs, report, registry; run_summary.json gets the MLflow ids, then is logged."""
-    from components.promotion_gate import DECISION_JSON, DECISION_MD
-    from components.report import write_report
     from pipeline import summary
     from pipeline.pipeline import TRAINER_AMP, TRAINER_FP32
+    from pipeline.report import write_report
     from pipeline.results import trainer_figures
 
     output = config.output_dir
     fp32 = trainer_figures(latest.outputs[TRAINER_FP32]["model_run"])
     amp = trainer_figures(latest.outputs[TRAINER_AMP]["model_run"])
     report = write_report(result, fp32, amp, output)
-    readiness = output / "readiness.json"
+    readiness = output / names.READINESS_JSON
     readiness.write_text(json.dumps(amp.get("readiness"), indent=2) + "\n")
-    candidate = Path(latest.outputs[TRAINER_AMP]["model"].uri) / "Format-Serving"
+    candidate = Path(latest.outputs[TRAINER_AMP]["model"].uri) / names.SERVING_MODEL_DIR
     tags = {
         **tags,
         "tfx.run_id": latest.run_id or "",
@@ -79,8 +81,8 @@ def _track_success(tracker, latest, result: dict, config: RunConfig, tags: dict)
         result,
         fp32,
         amp,
-        artifacts=[*report.values(), candidate / "dtype_report.json", readiness],
-        decision_files=[output / DECISION_JSON, output / DECISION_MD],
+        artifacts=[*report.values(), candidate / names.DTYPE_REPORT_JSON, readiness],
+        decision_files=[output / names.DECISION_JSON, output / names.DECISION_MD],
         model_name=config.model_name,
         saved_model=str(candidate),
         tags=tags,
@@ -140,8 +142,8 @@ def _run_locked(config: RunConfig) -> dict:
 
             from components.precision import choose_recipe, detect_hardware
             from components.pusher import clean_partial_pushes
-            from components.tracking import RunTracker, default_tracking_uri
-            from pipeline.pipeline import create_pipeline
+            from pipeline.pipeline import twin_options
+            from pipeline.tracking import RunTracker, default_tracking_uri
 
             model = model_for(config, data)
             if module_ref is None and model in ("cnn", "resnet50") and data.image_shape is None:
@@ -150,7 +152,7 @@ def _run_locked(config: RunConfig) -> dict:
                     "use --model mlp or transformer"
                 )
             limits.check_batch_size(
-                config.batch_size, data.rows, model_for_limits(config, data, module_ref)
+                config.train.batch_size, data.rows, model_for_limits(config, data, module_ref)
             )
             recipe = choose_recipe(detect_hardware(), config.policy, config.xla)
             for warning in recipe.warnings:
@@ -179,17 +181,19 @@ def _run_locked(config: RunConfig) -> dict:
                 "hardware.name": recipe.hardware.name,
                 "hardware.features": ",".join(recipe.hardware.features),
             }
-            tracker.start(config.model_name, _params(config, data, recipe, model), tags, output)
-            terminal.write(f"  mlflow: {tracker.tracking_uri} run {tracker.run_id}\n")
-            absl_logging.set_verbosity(absl_logging.INFO)
-            pipeline = create_pipeline(
+            amp = twin_options(
                 config,
                 data,
-                recipe,
-                metadata_connection_config=metadata_config(config.metadata_path),
-                beam_pipeline_args=config.beam.args(),
-                model_module=module_ref,
+                module_ref,
+                recipe.policy,
+                recipe.xla,
+                recipe.loss_scaling,
+                recipe.hardware.device,
             )
+            tracker.start(config.model_name, _params(config, data, amp), tags, output)
+            terminal.write(f"  mlflow: {tracker.tracking_uri} run {tracker.run_id}\n")
+            absl_logging.set_verbosity(absl_logging.INFO)
+            pipeline = local_pipeline(config, data, amp, module_ref)
             progress.total = len(pipeline.components)
             outputs = run_pipeline(pipeline, config.metadata_path)
             result = summary.build_summary(
@@ -227,6 +231,30 @@ def _run_locked(config: RunConfig) -> dict:
                 raise input_error from None
             raise RunFailed(f"{type(e).__name__}{where}: {e}", Path(config.log_path)) from e
     return result
+
+
+def local_pipeline(config: RunConfig, data, amp: TrainOptions, module_ref=None):
+    """create_pipeline wired for this machine: the data where it is, the output folder as the
+    pipeline root and serving base, ML Metadata in SQLite, and an infra validation that is
+    never answered from the cache."""
+    from pipeline.pipeline import create_pipeline
+
+    return create_pipeline(
+        config,
+        data,
+        amp,
+        pipeline_root=str(config.pipeline_root),
+        data_root=data.input_base,
+        data_pattern=data.input_pattern,
+        serving_base=str(config.serving_dir),
+        train_steps=config.train.train_steps,
+        amp_train_steps=config.amp_train_steps,
+        accuracy_tolerance=config.accuracy_tolerance,
+        model_module=module_ref,
+        infra_requested_at=datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        metadata_connection_config=metadata_config(config.metadata_path),
+        beam_pipeline_args=config.beam.args(),
+    )
 
 
 def model_for_limits(config: RunConfig, data, module_ref):

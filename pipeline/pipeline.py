@@ -1,26 +1,26 @@
-"""create_pipeline(config): the one TFX pipeline every runner uses."""
+"""create_pipeline(...): the one TFX pipeline every runner uses (docs/ARCHITECTURE.md)."""
 
 from __future__ import annotations
 
-import datetime
-import json
+import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 import tensorflow_model_analysis as tfma
-from kfp.pipeline_spec import pipeline_spec_pb2
 from tfx import v1 as tfx
 
 from components.anomaly_check import AnomalyCheck
 from components.csv_example_gen import CsvExampleGen
 from components.infra_validation import InfraValidator
 from components.model_module import ModuleRef
-from components.precision import Recipe
-from components.preprocessing import LABEL_KEY
 from components.promotion_gate import PromotionGate
 from components.pusher import Pusher
 from components.speed_check import SideBySide
-from kubeflow.deployment import Deployment
+from components.train_options import TrainOptions
+from core import names
+from core.data_spec import DataSpec
 from pipeline.config import RunConfig, model_for, model_name_for, model_options_for
-from pipeline.ingest import MAX_SLICED_CLASSES, DataSpec
+from pipeline.ingest import MAX_SLICED_CLASSES
 
 TRAINER_FP32 = "TrainerFp32"
 TRAINER_AMP = "TrainerAmp"
@@ -45,10 +45,10 @@ def eval_config(config: RunConfig, data: DataSpec) -> tfma.EvalConfig:
     def spec(name: str, is_baseline: bool) -> tfma.ModelSpec:
         return tfma.ModelSpec(
             name=name,
-            signature_name="serving_default",
-            preprocessing_function_names=["transform_features"],
-            label_key=LABEL_KEY,
-            prediction_key="probabilities",
+            signature_name=names.SERVING_SIGNATURE,
+            preprocessing_function_names=[names.TRANSFORM_SIGNATURE],
+            label_key=names.LABEL_KEY,
+            prediction_key=names.PROBABILITIES,
             is_baseline=is_baseline,
         )
 
@@ -114,98 +114,61 @@ def make_example_gen(data: DataSpec, input_base, pattern: str):
     )
 
 
-def _trainer(
-    node_id: str,
+TrainerFactory = Callable[..., Any]
+"""How a runner makes a trainer node: called with TFX Trainer's keyword arguments and the node
+id; the cluster runner (kubeflow/runner.py) returns Vertex's Trainer or adds a GPU request."""
+
+
+def local_trainer(node_id: str, **kwargs):
+    """The default trainer node: TFX's Trainer, in this process."""
+    return tfx.components.Trainer(**kwargs).with_id(node_id)
+
+
+def twin_options(
     config: RunConfig,
     data: DataSpec,
-    recipe: Recipe,
-    policy: str,
-    transform,
-    train_steps,
-    deployment: Deployment | None,
     model_module: ModuleRef | None,
-):
-    custom_config = {
-        "data_spec": data.to_dict(),
-        "model": model_for(config, data),
-        "model_module": model_module.to_dict() if model_module else None,
+    policy: str,
+    xla: bool,
+    loss_scaling: bool,
+    device: str,
+) -> TrainOptions:
+    """The AMP twin's TrainOptions: the run's shared options and this recipe (policy "auto":
+    decided on the node the trainer lands on). The float32 twin is derived from it."""
+    model = model_for(config, data)
+    return dataclasses.replace(
+        config.train,
+        model=model,
+        model_options=model_options_for(config, model),
+        model_module=model_module.to_dict() if model_module else None,
+        policy=policy,
+        xla=xla if policy != "float32" else False,
+        loss_scaling=loss_scaling if policy != "float32" else False,
+        device=device,
         # The AMP trainer checks AMP readiness before training and measures why AMP was not
-        # faster after it; the float32 baseline does neither.
-        "readiness": node_id == TRAINER_AMP,
-        "diagnose": node_id == TRAINER_AMP,
-        "model_options": model_options_for(config, model_for(config, data)),
-        "policy": policy,
-        "xla": recipe.xla if policy != "float32" else False,
-        "loss_scaling": recipe.loss_scaling if policy != "float32" else False,
-        "device": recipe.hardware.device,
-        "batch_size": config.batch_size,
-        "learning_rate": config.learning_rate,
-        "seed": config.seed,
-        "seeds": [config.seed + k for k in range(config.seeds)],
-        "loss_scale_initial": config.loss_scale_initial,
-        "loss_scale_growth_interval": config.loss_scale_growth_interval,
-        "collapse_patience": config.collapse_patience,
-        "serving_precision": config.serving_precision,
-        # Only the candidate is shipped: only its edge variants are built and checked.
-        "tflite_variants": list(config.tflite_variants) if node_id == TRAINER_AMP else [],
-        "tflite_min_agreement": config.tflite_min_agreement,
-        "tflite_max_int8_drop": config.tflite_max_int8_drop,
-    }
-    trainer_class = tfx.components.Trainer
-    if deployment is not None:
-        # On the cluster the trainer decides its precision from the GPU it lands on.
-        custom_config.update(
-            policy="float32" if policy == "float32" else "auto",
-            device="auto",
-            xla=False,
-            loss_scaling=False,
-        )
-    if deployment is not None and deployment.target == "vertex":
-        vertex = tfx.extensions.google_cloud_ai_platform
-        trainer_class = vertex.Trainer
-        machine = {"machine_type": deployment.machine_type}
-        if deployment.accelerator_count:
-            machine.update(
-                accelerator_type=deployment.accelerator,
-                accelerator_count=deployment.accelerator_count,
-            )
-        custom_config.update(
-            {
-                vertex.ENABLE_VERTEX_KEY: True,
-                vertex.VERTEX_REGION_KEY: deployment.region,
-                vertex.TRAINING_ARGS_KEY: {
-                    "worker_pool_specs": [
-                        {
-                            "machine_spec": machine,
-                            "replica_count": 1,
-                            "container_spec": {"image_uri": deployment.image},
-                        }
-                    ]
-                },
-            }
-        )
-    trainer = trainer_class(
-        run_fn="components.trainer.run_fn",
-        examples=transform.outputs["transformed_examples"],
-        transform_graph=transform.outputs["transform_graph"],
-        train_args=(
-            train_steps
-            if isinstance(train_steps, tfx.dsl.experimental.RuntimeParameter)
-            else tfx.proto.TrainArgs(num_steps=train_steps)
-        ),
-        eval_args=tfx.proto.EvalArgs(num_steps=config.eval_steps),
-        custom_config=custom_config,
-    ).with_id(node_id)
-    if deployment is not None and deployment.target == "kubeflow" and deployment.accelerator_count:
-        resources = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec
-        trainer.with_platform_config(
-            resources(
-                accelerator=resources.AcceleratorConfig(
-                    type=deployment.kubernetes_accelerator, count=deployment.accelerator_count
-                )
-            )
-        )
-    return trainer
+        # faster after it; only the candidate is shipped, so only its edge variants are built.
+        readiness=True,
+        diagnose=True,
+    )
+
+
+def fp32_options(amp: TrainOptions) -> TrainOptions:
+    return dataclasses.replace(
+        amp,
+        policy="float32",
+        xla=False,
+        loss_scaling=False,
+        readiness=False,
+        diagnose=False,
+        tflite_variants=(),
+    )
+
+
+def _train_args(steps):
+    """TrainArgs for `steps`, or the runtime parameter a cluster runner passed."""
+    if isinstance(steps, tfx.dsl.experimental.RuntimeParameter):
+        return steps
+    return tfx.proto.TrainArgs(num_steps=steps)
 
 
 def data_components(data: DataSpec, data_root, pattern: str, model_module: ModuleRef | None):
@@ -262,63 +225,55 @@ def create_check_pipeline(
 def create_pipeline(
     config: RunConfig,
     data: DataSpec,
-    recipe: Recipe,
+    amp: TrainOptions,
+    *,
+    pipeline_root: str,
+    data_root,
+    data_pattern: str,
+    serving_base: str,
+    train_steps,
+    accuracy_tolerance,
+    amp_train_steps=None,
+    make_trainer: TrainerFactory = local_trainer,
+    model_module: ModuleRef | None = None,
+    infra_requested_at: str = "compiled",
     metadata_connection_config=None,
     beam_pipeline_args: list[str] | None = None,
-    deployment: Deployment | None = None,
-    model_module: ModuleRef | None = None,
 ) -> tfx.dsl.Pipeline:
     """The whole pipeline: ingestion and validation, Transform, two trainers, two evaluations
-    (vs float32, vs production), infra validation on the local server, the promotion gate, push.
+    (vs float32, vs production), infra validation on the local server, the side-by-side speed
+    measurement, the promotion gate, push.
 
-    With a `deployment` (Kubeflow/Vertex), the data root, the training steps and the accuracy
-    tolerance become runtime parameters, and the trainers request the deployment's GPU.
-    `model_module` is the user's model module (a file path locally, an import path in a
-    compiled pipeline), used by both trainers and, when it defines one, its preprocessing_fn
-    by Transform.
+    Like TFX's penguin template it takes plain arguments; where it runs is the runners'
+    business (pipeline/local_runner.py, kubeflow/runner.py): `data_root`, `train_steps` (an
+    int) and `accuracy_tolerance` may be runtime parameters, `make_trainer` makes the trainer
+    nodes, and `amp` (twin_options) may leave the precision to the node (`policy="auto"`).
+    `model_module` is the user's model module, used by both trainers and, when it defines one,
+    its preprocessing_fn by Transform. `infra_requested_at`: a new value per local run keeps
+    the infra validation out of the cache.
     """
-    if deployment is None:
-        data_root, pattern = data.input_base, data.input_pattern
-        train_steps, tolerance = config.train_steps, config.accuracy_tolerance
-        pipeline_root, serving_base = str(config.pipeline_root), str(config.serving_dir)
-    else:
-        RuntimeParameter = tfx.dsl.experimental.RuntimeParameter  # noqa: N806
-        data_root = RuntimeParameter(name="data_root", ptype=str, default=deployment.data_root)
-        # TrainArgs as a whole is the parameter (TFX takes no parameter inside a proto):
-        # a JSON TrainArgs such as {"num_steps": 300}.
-        train_steps = RuntimeParameter(
-            name="train_args", ptype=str, default=json.dumps({"num_steps": config.train_steps})
-        )
-        tolerance = RuntimeParameter(
-            name="accuracy_tolerance", ptype=float, default=config.accuracy_tolerance
-        )
-        pattern = "*"
-        pipeline_root, serving_base = deployment.pipeline_root, deployment.serving_base
+    train_steps = (
+        train_steps
+        if isinstance(train_steps, tfx.dsl.experimental.RuntimeParameter)
+        else int(train_steps)
+    )
     example_gen, statistics_gen, schema_gen, example_validator, anomaly_check, transform = (
-        data_components(data, data_root, pattern, model_module)
+        data_components(data, data_root, data_pattern, model_module)
     )
-    trainer_fp32 = _trainer(
-        TRAINER_FP32,
-        config,
-        data,
-        recipe,
-        "float32",
-        transform,
-        train_steps,
-        deployment,
-        model_module,
-    )
-    trainer_amp = _trainer(
-        TRAINER_AMP,
-        config,
-        data,
-        recipe,
-        recipe.policy,
-        transform,
-        (config.amp_train_steps or train_steps) if deployment is None else train_steps,
-        deployment,
-        model_module,
-    )
+
+    def trainer(node_id: str, options: TrainOptions, steps):
+        return make_trainer(
+            node_id,
+            run_fn="components.trainer.run_fn",
+            examples=transform.outputs["transformed_examples"],
+            transform_graph=transform.outputs["transform_graph"],
+            train_args=_train_args(steps),
+            eval_args=tfx.proto.EvalArgs(num_steps=options.eval_steps),
+            custom_config={"data_spec": data.to_dict(), **options.to_config()},
+        )
+
+    trainer_fp32 = trainer(TRAINER_FP32, fp32_options(amp), train_steps)
+    trainer_amp = trainer(TRAINER_AMP, amp, amp_train_steps or train_steps)
 
     def evaluate_against(baseline, node_id: str):
         """TFMA on the eval split: the AMP candidate vs `baseline`, with the gate's thresholds."""
@@ -351,11 +306,7 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
         model_name=model_name_for(config, data),
         latency_budget_ms=config.serving_latency_budget_ms,
-        # A new value per local run: the validation is never answered from the cache. (On a
-        # cluster the compiled value is fixed; the platform's caching option decides.)
-        requested_at=datetime.datetime.now(datetime.timezone.utc).isoformat()
-        if deployment is None
-        else "compiled",
+        requested_at=infra_requested_at,
     ).with_id(INFRA_VALIDATOR)
     side_by_side = SideBySide(
         fp32_run=trainer_fp32.outputs["model_run"],
@@ -370,7 +321,7 @@ def create_pipeline(
         amp_run=trainer_amp.outputs["model_run"],
         model=trainer_amp.outputs["model"],
         infra_blessing=infra_validator.outputs["blessing"],
-        accuracy_tolerance=tolerance,
+        accuracy_tolerance=accuracy_tolerance,
         min_accuracy=config.min_accuracy,
         min_speedup=config.min_speedup,
         examples=example_gen.outputs["examples"],

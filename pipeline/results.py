@@ -9,6 +9,8 @@ from pathlib import Path
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
+from core import names
+
 OUTPUT_EVENTS = (
     metadata_store_pb2.Event.OUTPUT,
     metadata_store_pb2.Event.DECLARED_OUTPUT,
@@ -96,4 +98,4 @@ def _belongs(store, run_context, pipeline_name: str) -> bool:
 
 def trainer_figures(model_run: NodeOutput) -> dict:
     """The figures the training process wrote into its ModelRun artifact."""
-    return json.loads((Path(model_run.uri) / "figures.json").read_text())
+    return json.loads((Path(model_run.uri) / names.FIGURES_JSON).read_text())

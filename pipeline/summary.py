@@ -1,4 +1,5 @@
-"""run_summary.json (DESIGN.md's contract) and the short table printed at the end of a run."""
+"""run_summary.json (the contract in docs/ARCHITECTURE.md and the README) and the short table
+printed at the end of a run."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import shutil
 from pathlib import Path
 
 from components.precision import Recipe
-from pipeline.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_PROMOTED, EXIT_REJECTED
-from pipeline.fmt import number
+from core import names
+from core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_PROMOTED, EXIT_REJECTED
+from core.fmt import number
 from pipeline.results import NodeOutput
 
 TRAINER_KEYS = (
@@ -42,7 +44,6 @@ def build_summary(
     """Assembles run_summary.json from the run's artifacts, and copies the gate's decision files
     next to it."""
     from components.amp_diagnosis import why_not_faster
-    from components.promotion_gate import DECISION_JSON, DECISION_MD
     from pipeline.pipeline import (
         EVALUATOR,
         EVALUATOR_PRODUCTION,
@@ -56,8 +57,8 @@ def build_summary(
     fp32 = trainer_figures(outputs[TRAINER_FP32]["model_run"])
     amp = trainer_figures(outputs[TRAINER_AMP]["model_run"])
     decision_dir = Path(outputs[GATE]["decision"].uri)
-    decision = json.loads((decision_dir / DECISION_JSON).read_text())
-    for name in (DECISION_JSON, DECISION_MD):
+    decision = json.loads((decision_dir / names.DECISION_JSON).read_text())
+    for name in (names.DECISION_JSON, names.DECISION_MD):
         shutil.copyfile(decision_dir / name, output_dir / name)
     measured = decision["measurements"]
     pushed = outputs.get(PUSHER, {}).get("pushed_model")
@@ -83,7 +84,7 @@ def build_summary(
     # The gate's figure: measured side by side; the trainers' own ratio stays for reference.
     speedup = (speed.get("ratio") or {}).get("median", trainers_speedup)
     rules = {r["name"]: r for r in decision["rules"]}
-    for name, variant in amp.get("export", {}).get("variants", {}).items():
+    for name, variant in amp.get("tflite", {}).get("variants", {}).items():
         if f"tflite_{name}" in rules:
             variant["passed"] = rules[f"tflite_{name}"]["passed"]
             variant["outcome"] = rules[f"tflite_{name}"]["outcome"]
@@ -127,9 +128,9 @@ def build_summary(
             "failed": decision["failed"],
             "rules": decision["rules"],
             "tfma_failures": decision["tfma_failures"],
-            "decision_md": str(output_dir / DECISION_MD),
+            "decision_md": str(output_dir / names.DECISION_MD),
         },
-        "exports": exports(pushed_path, amp.get("export", {})),
+        "exports": exports(pushed_path, amp.get("tflite", {})),
         "serving": _serving(decision.get("serving", {})),
         "already_in_production": already,
         "evaluation": {
@@ -232,7 +233,7 @@ def interrupted_summary(error, where: str, recipe: Recipe | None) -> dict:
 
 def write_summary(summary: dict, output_dir: Path) -> Path:
     """Writes run_summary.json whole or not at all (a temporary file, then a rename)."""
-    path = output_dir / "run_summary.json"
+    path = output_dir / names.RUN_SUMMARY_JSON
     staging = path.with_suffix(".json.tmp")
     staging.write_text(json.dumps(summary, indent=2, default=str) + "\n")
     staging.replace(path)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from components import model_module
-from pipeline.ingest import DataSpec
+from core.data_spec import DataSpec
 
 
 def check(text: str | None, data: DataSpec) -> model_module.ModuleRef | None:

@@ -10,8 +10,9 @@ import sys
 import threading
 from pathlib import Path
 
-from pipeline.argtypes import port, positive, positive_float
-from pipeline.errors import EXIT_BAD_INPUT, EXIT_FAILED
+from core import names
+from core.argtypes import port, positive, positive_float
+from core.errors import EXIT_BAD_INPUT, EXIT_FAILED
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -75,7 +76,7 @@ def add_parsers(sub) -> None:
     predict.add_argument("--version", type=int, help="a model version (default: the newest)")
     predict.add_argument(
         "--signature",
-        default="predict_raw",
+        default=names.RAW_SIGNATURE,
         help="signature taking raw features (default: %(default)s)",
     )
     predict.add_argument("--timeout", type=positive_float, default=10.0, help="seconds per call")
@@ -95,71 +96,9 @@ def add_parsers(sub) -> None:
     )
     deploy.add_argument("--keep-versions", type=positive, default=2, help="(default: 2)")
     deploy.add_argument("--no-batching", action="store_true")
-    add_bench_parser(sub)
 
 
-def add_bench_parser(sub) -> None:
-    bench = sub.add_parser(
-        "bench-serving",
-        help="load benchmark: concurrent gRPC clients vs the SavedModel called in process",
-    )
-    bench.add_argument(
-        "--model-dir",
-        type=Path,
-        default=Path("output/serving/digits"),
-        help="a pushed model base, <dir>/<version>/ (default: %(default)s)",
-    )
-    bench.add_argument(
-        "--examples",
-        default="output/tfx/CsvExampleGen/examples/*/Split-eval/*",
-        help="TFRecord (gzip) glob of raw serialized examples (default: the run's eval split)",
-    )
-    bench.add_argument("--examples-per-request", type=positive, default=1)
-    bench.add_argument("--clients", type=positive, default=8, help="(default: 8)")
-    bench.add_argument(
-        "--duration", type=positive_float, default=20.0, help="seconds per setting (default: 20)"
-    )
-    bench.add_argument("--grpc-port", type=port, default=0, help="(default: a free port)")
-    bench.add_argument("--rest-port", type=port, default=0, help="(default: a free port)")
-    bench.add_argument("--output", type=Path, default=Path("bench"))
-
-
-def cmd_bench_serving(args: argparse.Namespace) -> int:
-    import glob
-
-    import tensorflow as tf
-
-    from benchmarks import serving_load
-
-    files = sorted(glob.glob(args.examples))
-    if not files:
-        print(f"amp-pipeline: error: --examples {args.examples}: no file matches", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    compression = "GZIP" if files[0].endswith(".gz") else ""
-    dataset = tf.data.TFRecordDataset(files[-1:], compression_type=compression)
-    examples = [r.numpy() for r in dataset.take(args.examples_per_request)]
-    ports = tuple(p or _free_port() for p in (args.grpc_port, args.rest_port))
-    print(
-        f"amp-pipeline bench-serving: {args.clients} clients x {args.duration:.0f} s, "
-        "batching on, batching off, in process"
-    )
-    try:
-        result = serving_load.run_serving_bench(
-            args.model_dir, examples, args.clients, args.duration, ports
-        )
-    except ValueError as e:
-        print(f"amp-pipeline: error: --model-dir {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except RuntimeError as e:
-        print(f"amp-pipeline: failed: {e}", file=sys.stderr)
-        return EXIT_FAILED
-    paths = serving_load.write_outputs(result, args.output)
-    print(paths["md"].read_text())
-    print(f"wrote {', '.join(str(p) for p in paths.values())}")
-    return 0
-
-
-def _free_port() -> int:
+def free_port() -> int:
     import socket
 
     with socket.socket() as s:
@@ -223,8 +162,8 @@ def _read_rows(path: Path, inputs: dict) -> dict:
     import numpy as np
     import tensorflow as tf
 
-    from components.csv_format import FALSE_VALUES, TRUE_VALUES, sanitize_names
-    from pipeline.errors import InputError
+    from core.errors import InputError
+    from core.names import FALSE_VALUES, TRUE_VALUES, sanitize_names
 
     if not path.is_file():
         raise InputError(f"--csv {path}: no such file")
@@ -266,7 +205,7 @@ def _read_rows(path: Path, inputs: dict) -> dict:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from pipeline.errors import InputError
+    from core.errors import InputError
     from serving.client import ClientConfig, ClientError, ServingClient
 
     client = ServingClient(
@@ -293,7 +232,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         if args.protocol == "grpc":
             out = client.predict(args.model, arrays, args.signature, args.version)
             classes = [c.decode() if isinstance(c, bytes) else str(c) for c in out["classes"]]
-            probs = out["probabilities"].tolist()
+            probs = out[names.PROBABILITIES].tolist()
         else:
             columns = {
                 k: [v.decode() if isinstance(v, bytes) else v for v in a.tolist()]
@@ -302,7 +241,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
             out = client.rest_predict(
                 args.model, inputs=columns, signature=args.signature, version=args.version
             )["outputs"]
-            classes, probs = out["classes"], out["probabilities"]
+            classes, probs = out[names.CLASSES], out[names.PROBABILITIES]
     except InputError as e:
         print(f"amp-pipeline: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -353,5 +292,4 @@ COMMANDS = {
     "serve": cmd_serve,
     "predict": cmd_predict,
     "deploy-files": cmd_deploy_files,
-    "bench-serving": cmd_bench_serving,
 }

@@ -26,6 +26,8 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 
+from core import names
+
 
 class ClientError(RuntimeError):
     """A call failed; `code` is the gRPC status (or HTTP status for REST)."""
@@ -98,7 +100,7 @@ class ServingClient:
         self,
         model: str,
         inputs: Mapping[str, np.ndarray],
-        signature: str = "serving_default",
+        signature: str = names.SERVING_SIGNATURE,
         version: int | None = None,
         output_filter: tuple[str, ...] = (),
     ) -> dict[str, np.ndarray]:

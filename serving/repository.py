@@ -21,11 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
+from core import names
 from serving.errors import ServingError, invalid, not_found, unavailable
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_SIGNATURE = "serving_default"
+DEFAULT_SIGNATURE = names.SERVING_SIGNATURE
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,12 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
+from core import names
 from serving.batching import BatchingConfig
 from serving.client import ClientConfig, ClientError, ServingClient
 from serving.server import LocalServer, ServerConfig
 
-SERVING = "serving_default"
-RAW = "predict_raw"
+SERVING = names.SERVING_SIGNATURE
+RAW = names.RAW_SIGNATURE
 ATOL = 1e-5  # same graph, same machine; batching may change the summation order slightly
 
 
@@ -34,7 +35,7 @@ class ValidationConfig:
     latency_requests: single-example requests timed per protocol.
     """
 
-    latency_budget_ms: float = 500.0
+    latency_budget_ms: float  # the run's --serving-latency-budget-ms (pipeline/config.py)
     latency_requests: int = 20
 
 
@@ -71,8 +72,8 @@ def _raw_inputs(examples: list[bytes], specs: dict) -> tuple[dict, list[int]]:
 
 def _compare(what: str, got: dict, want: dict, failures: list[str]) -> float:
     """Probabilities within ATOL and equal class ids; returns the largest difference."""
-    probs_got = np.asarray(got["probabilities"], dtype=np.float64)
-    probs_want = np.asarray(want["probabilities"], dtype=np.float64)
+    probs_got = np.asarray(got[names.PROBABILITIES], dtype=np.float64)
+    probs_want = np.asarray(want[names.PROBABILITIES], dtype=np.float64)
     if probs_got.shape != probs_want.shape:
         failures.append(
             f"{what}: probabilities of shape {probs_got.shape}, in process {probs_want.shape}"
@@ -81,7 +82,7 @@ def _compare(what: str, got: dict, want: dict, failures: list[str]) -> float:
     diff = float(np.max(np.abs(probs_got - probs_want))) if probs_got.size else 0.0
     if not diff <= ATOL:
         failures.append(f"{what}: probabilities differ from in process by up to {diff:.2e}")
-    if not np.array_equal(np.asarray(got["class_ids"]), np.asarray(want["class_ids"])):
+    if not np.array_equal(np.asarray(got[names.CLASS_IDS]), np.asarray(want[names.CLASS_IDS])):
         failures.append(f"{what}: class ids differ from in process")
     return diff
 
@@ -125,7 +126,7 @@ def validate(
             report["grpc_max_abs_diff"] = _compare("gRPC Predict", got, want, failures)
             instances = [{"b64": base64.b64encode(e).decode()} for e in examples]
             rows = client.rest_predict(model_name, instances=instances)["predictions"]
-            got = {k: [r[k] for r in rows] for k in ("probabilities", "class_ids")}
+            got = {k: [r[k] for r in rows] for k in (names.PROBABILITIES, names.CLASS_IDS)}
             report["rest_max_abs_diff"] = _compare("REST :predict (instances)", got, want, failures)
             if RAW in loaded.signatures:
                 specs = server.repository.get(model_name).inputs[RAW]

@@ -4,7 +4,7 @@ statistics as a single in-memory worker."""
 import pytest
 from tfx import v1 as tfx
 
-from kubeflow.beam_profiles import BeamProfile
+from pipeline.beam import BeamProfile
 from pipeline.ingest import prepare
 from pipeline.local_runner import run_pipeline
 from pipeline.pipeline import make_example_gen

@@ -130,7 +130,7 @@ def test_the_trainer_falls_back_from_xla_when_the_compile_fails(out, tmp_path):
     """A module whose layer XLA cannot compile (a host Python call), trained with XLA on by the
     real trainer process on the Transform output of the runs above."""
     from components.trainer import run_in_subprocess
-    from components.training import TrainSpec
+    from components.trainer_job import TrainSpec
     from pipeline.results import read_latest_run
 
     module = tmp_path / "host_op.py"

@@ -5,8 +5,8 @@ import gzip
 import numpy as np
 import pytest
 
+from core.errors import InputError
 from pipeline.csv_inspect import CsvOptions
-from pipeline.errors import InputError
 from pipeline.ingest import prepare
 
 

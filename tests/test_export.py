@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from components.tflite_export import VARIANTS, ParityThresholds, TFLiteRunner, export_tflite
-from components.training import TrainSpec, build_under_policy, float32_rebuild
+from components.trainer_job import TrainSpec, build_under_policy, float32_rebuild
 from pipeline.ingest import prepare
 from tests.helpers import digits_rows
 

@@ -5,7 +5,7 @@ import gzip
 import numpy as np
 import pytest
 
-from pipeline.errors import InputError
+from core.errors import InputError
 from pipeline.ingest import prepare, write_if_changed
 
 

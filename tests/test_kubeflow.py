@@ -9,10 +9,10 @@ from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from components.precision import Hardware, choose_recipe
-from kubeflow.beam_profiles import BeamProfile
-from kubeflow.deployment import Deployment
+from core.errors import InputError
+from kubeflow.target import ClusterTarget
+from pipeline.beam import BeamProfile
 from pipeline.config import RunConfig
-from pipeline.errors import InputError
 from pipeline.ingest import prepare
 from tests.conftest import ROOT, run_cli
 
@@ -37,11 +37,14 @@ NODES = {
 
 def local_dag(tmp_path) -> dict[str, set[str]]:
     """Each node's upstream nodes in the pipeline the local runner runs."""
-    from pipeline.pipeline import create_pipeline
+    from pipeline.local_runner import local_pipeline
+    from pipeline.pipeline import twin_options
 
     config = RunConfig(output=str(tmp_path / "out"), model_name="digits")
     data = prepare(None, "label", tmp_path / "data")
-    pipeline = create_pipeline(config, data, choose_recipe(Hardware("cpu", "test")))
+    recipe = choose_recipe(Hardware("cpu", "test"))
+    amp = twin_options(config, data, None, recipe.policy, recipe.xla, False, "cpu")
+    pipeline = local_pipeline(config, data, amp)
     return {c.id: {u.id for u in c.upstream_nodes} for c in pipeline.components}
 
 
@@ -202,7 +205,7 @@ def test_beam_profile_arguments():
 
 def test_deployment_validation():
     with pytest.raises(ValueError, match="Received: target='aws'"):
-        Deployment("aws", "img", "gs://r", "gs://d")
+        ClusterTarget("aws", "img", "gs://r", "gs://d")
 
 
 def test_compiled_spec_imports_the_users_model_module_from_the_image(tmp_path):

@@ -312,12 +312,18 @@ def test_image_folder_and_tfrecord_inputs(tmp_path):
     tf_input = tmp_path / "digits.tfrecord"
     shutil.copy(records, tf_input)
     out2 = tmp_path / "out2"
+    # What ran is what is reported: with --policy float32 --xla on the AMP trainer runs the
+    # float32 program without XLA, and the summary, MLflow and the warnings say so.
     result = run_cli(
         "run",
         "--data",
         str(tf_input),
         "--output",
         str(out2),
+        "--policy",
+        "float32",
+        "--xla",
+        "on",
         "--train-steps",
         "30",
         "--tflite",
@@ -331,6 +337,17 @@ def test_image_folder_and_tfrecord_inputs(tmp_path):
     summary = json.loads((out2 / "run_summary.json").read_text())
     assert summary["status"] == "promoted"
     assert summary["fp32"]["model"] == "cnn"
+    assert summary["policy"] == "float32" and summary["xla"] is False
+    assert "XLA on a CPU" not in result.stdout and "--xla on applies to" in result.stdout
+    assert "recipe       float32, xla=off" in result.stdout
+    from mlflow import MlflowClient
+
+    params = (
+        MlflowClient(summary["mlflow"]["tracking_uri"])
+        .get_run(summary["mlflow"]["run_id"])
+        .data.params
+    )
+    assert params["xla"] == "False" and params["xla_requested"] == "on"
     assert tf.io.gfile.exists(summary["exports"]["saved_model"])
 
 

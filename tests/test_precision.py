@@ -72,3 +72,15 @@ def test_unknown_policy_is_rejected_with_what_was_received():
 def test_cpu_flags_parsed_from_cpuinfo():
     info = "processor : 0\nflags\t\t: fpu avx2 amx_bf16 avx512_bf16\nmodel name : X\n"
     assert {"amx_bf16", "avx512_bf16", "avx2"} <= cpu_flags(info)
+
+
+def test_an_amp_trainer_running_float32_never_claims_xla():
+    """--policy float32 --xla on: the AMP trainer runs the float32 twin's program, without XLA,
+    and the recipe (which the summary, MLflow and the warnings read) says so."""
+    cpu = Hardware("cpu", "AMD EPYC", features=("avx512_bf16",))
+    recipe = choose_recipe(cpu, "float32", "on")
+    assert recipe.policy == "float32" and recipe.xla is False and recipe.loss_scaling is False
+    assert any(
+        "--xla on applies to the AMP trainer's reduced precision" in w for w in recipe.warnings
+    )
+    assert not any("XLA on a CPU" in w for w in recipe.warnings)

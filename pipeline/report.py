@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.fmt import number
+from core import names
+from core.fmt import number
 
 
 def _plt():
@@ -224,6 +225,6 @@ def write_report(summary: dict, fp32: dict, amp: dict, out_dir: Path) -> dict[st
             )
         else:
             lines.append(f"| {name} | failed: {v['error']} | | | | |")
-    report = out_dir / "report.md"
+    report = out_dir / names.REPORT_MD
     report.write_text("\n".join(lines) + "\n")
     return {"report": report, **plots}

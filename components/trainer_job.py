@@ -1,6 +1,6 @@
 """Training under one precision policy: small pure units and `train_and_export(spec)`.
 
-This runs inside a fresh process (components/train_worker.py) so that the global dtype policy of
+This runs inside a fresh process (components/trainer_process.py) so that the global dtype policy of
 one trainer never leaks into the other and its peak memory is its own.
 """
 
@@ -14,53 +14,62 @@ from pathlib import Path
 
 import numpy as np
 
+from components.train_options import TrainOptions
+from core import names
+
 logger = logging.getLogger(__name__)
 
 
-@dataclasses.dataclass(frozen=True)
-class TrainSpec:
-    """One trainer's job, as plain data (it crosses a process boundary as JSON)."""
+PATH_FIELDS = (
+    ("train_files", tuple),
+    ("eval_files", tuple),
+    ("transform_output", str),
+    ("serving_model_dir", str),
+    ("model_run_dir", str),
+    ("data_spec", dict),
+)
 
-    train_files: tuple[str, ...]
-    eval_files: tuple[str, ...]
-    transform_output: str
-    serving_model_dir: str
-    model_run_dir: str
-    data_spec: dict
-    model: str = "cnn"
-    model_options: dict = dataclasses.field(default_factory=dict)
-    policy: str = "float32"
-    xla: bool = False
-    loss_scaling: bool = False
-    device: str = "cpu"
-    train_steps: int = 300
-    eval_steps: int = 20
-    batch_size: int = 64
-    learning_rate: float = 1e-3
-    seed: int = 42
-    loss_scale_initial: float = 2.0**15
-    loss_scale_growth_interval: int = 2000
-    collapse_patience: int = 20
-    serving_precision: str = "float32"
-    tflite_variants: tuple[str, ...] = ("float32", "float16", "dynamic_int8", "int8")
-    tflite_min_agreement: float = 0.995
-    tflite_max_int8_drop: float = 0.01
-    seeds: tuple[int, ...] = ()  # every seed to train (the first is exported); () = (seed,)
-    model_module: dict | None = None  # components.model_module.ModuleRef as a dict
-    readiness: bool = False  # run the AMP readiness check before training (the AMP trainer)
-    diagnose: bool = False  # measure why AMP may not be faster, after training (AMP trainer)
 
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=2)
+def _to_json(self) -> str:
+    return json.dumps(dataclasses.asdict(self), indent=2)
 
-    @classmethod
-    def from_json(cls, text: str) -> TrainSpec:
-        d = json.loads(text)
-        d["train_files"] = tuple(d["train_files"])
-        d["eval_files"] = tuple(d["eval_files"])
-        d["tflite_variants"] = tuple(d.get("tflite_variants", ()))
-        d["seeds"] = tuple(d.get("seeds", ()))
-        return cls(**d)
+
+def _from_json(cls, text: str):
+    d = json.loads(text)
+    d["train_files"] = tuple(d["train_files"])
+    d["eval_files"] = tuple(d["eval_files"])
+    d["tflite_variants"] = tuple(d.get("tflite_variants", ()))
+    return cls(**d)
+
+
+def _options(self) -> TrainOptions:
+    return TrainOptions.from_config(dataclasses.asdict(self))
+
+
+def _option_field(f: dataclasses.Field):
+    if f.default_factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=f.default_factory)
+    return dataclasses.field(default=f.default)
+
+
+# One trainer's job, as plain data (it crosses a process boundary as JSON): where its data and
+# outputs are, then every field of TrainOptions (components/train_options.py), flat.
+TrainSpec = dataclasses.make_dataclass(
+    "TrainSpec",
+    [
+        *PATH_FIELDS,
+        *((f.name, f.type, _option_field(f)) for f in dataclasses.fields(TrainOptions)),
+    ],
+    frozen=True,
+    namespace={
+        "to_json": _to_json,
+        "from_json": classmethod(_from_json),
+        "options": property(_options),
+        "seed_list": property(lambda self: [self.seed + k for k in range(self.seeds)]),
+        "__doc__": "One trainer's job: its paths and data spec, and TrainOptions' fields.",
+    },
+)
+TrainSpec.__module__ = __name__
 
 
 def make_dataset(file_patterns, transform_output: str, batch_size: int, seed: int, train: bool):
@@ -68,7 +77,7 @@ def make_dataset(file_patterns, transform_output: str, batch_size: int, seed: in
     import tensorflow as tf
     import tensorflow_transform as tft
 
-    from components.preprocessing import FEATURES_KEY, LABEL_KEY
+    from core.names import FEATURES_KEY, LABEL_KEY
 
     feature_spec = tft.TFTransformOutput(transform_output).transformed_feature_spec()
     files = sorted(f for p in file_patterns for f in tf.io.gfile.glob(p))
@@ -142,8 +151,9 @@ def learning_rate_of(optimizer) -> float:
 
 def input_width(spec: TrainSpec) -> int:
     """Width of `x` as Transform wrote it (or as the built-in preprocessing makes it)."""
-    from components.preprocessing import FEATURES_KEY, feature_width
-    from pipeline.ingest import DataSpec
+    from components.preprocessing import feature_width
+    from core.data_spec import DataSpec
+    from core.names import FEATURES_KEY
 
     if not spec.transform_output:
         return feature_width(DataSpec.from_dict(spec.data_spec))
@@ -164,7 +174,7 @@ def input_width(spec: TrainSpec) -> int:
 def model_spec(spec: TrainSpec):
     """The ModelSpec `build_model(spec)` receives."""
     from components import preprocessing
-    from pipeline.ingest import DataSpec
+    from core.data_spec import DataSpec
 
     custom = bool(spec.model_module and spec.model_module.get("preprocessing"))
     return preprocessing.model_spec(DataSpec.from_dict(spec.data_spec), input_width(spec), custom)
@@ -176,7 +186,7 @@ def build_checked(spec: TrainSpec, policy: str):
 
     from components import amp_rules, model_module
     from components.models import build_model
-    from pipeline.ingest import DataSpec
+    from core.data_spec import DataSpec
 
     keras.mixed_precision.set_global_policy(policy)
     mspec = model_spec(spec)
@@ -275,7 +285,7 @@ def dataset_arrays(ds, max_rows: int) -> tuple:
 def export_edge_models(spec: TrainSpec, model, train_ds, eval_x, eval_y) -> dict:
     """TFLite variants under `<serving_model_dir>/tflite/`, with parity on the eval split."""
     from components.tflite_export import ParityThresholds, export_tflite
-    from pipeline.ingest import DataSpec
+    from core.data_spec import DataSpec
 
     if not spec.tflite_variants:
         return {"variants": {}}
@@ -343,7 +353,7 @@ def train_and_export(spec: TrainSpec) -> dict:
     run_dir = Path(spec.model_run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
-        model.save(run_dir / "model.keras")
+        model.save(run_dir / names.KERAS_MODEL)
     except Exception as e:  # noqa: BLE001 - a user model that Keras cannot serialise still serves
         logger.warning("model.keras not written (%s); the SavedModel is the model", e)
     observed = (readiness or {}).get("numeric", {}).get("output_dtypes")
@@ -351,9 +361,11 @@ def train_and_export(spec: TrainSpec) -> dict:
     report = {"policy": spec.policy, "layers": layers, "warnings": dtype_warnings}
     serving = float32_rebuild(spec, model) if spec.serving_precision == "float32" else model
     export_serving_model(serving, spec.transform_output, spec.serving_model_dir, spec.data_spec)
-    (Path(spec.serving_model_dir) / "dtype_report.json").write_text(json.dumps(report, indent=2))
+    (Path(spec.serving_model_dir) / names.DTYPE_REPORT_JSON).write_text(
+        json.dumps(report, indent=2)
+    )
     eval_x, eval_y = dataset_arrays(eval_ds, MAX_EVAL_EXAMPLES)
-    export = export_edge_models(spec, model, train_ds, eval_x, eval_y)
+    tflite = export_edge_models(spec, model, train_ds, eval_x, eval_y)
     first = {
         "seed": spec.seed,
         **timer.summary(),
@@ -364,7 +376,7 @@ def train_and_export(spec: TrainSpec) -> dict:
     for run, predicted in zip(seed_runs, predictions, strict=True):
         run["accuracy"] = float(np.mean(predicted == eval_y))
     np.savez_compressed(
-        run_dir / PREDICTIONS_FILE,
+        run_dir / names.EVAL_PREDICTIONS,
         labels=eval_y.astype(np.int64),
         predictions=np.stack(predictions).astype(np.int64),
         seeds=np.array([r["seed"] for r in seed_runs], np.int64),
@@ -402,16 +414,15 @@ def train_and_export(spec: TrainSpec) -> dict:
         # Per step: Keras' running means over the (single) epoch.
         "curve": {"loss": monitor.losses, "accuracy": monitor.accuracies},
         "serving_precision": spec.serving_precision,
-        "export": export,
+        "tflite": tflite,
         "process_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "seeds": seed_runs,
     }
-    (run_dir / "figures.json").write_text(json.dumps(figures, indent=2, default=_json_default))
+    (run_dir / names.FIGURES_JSON).write_text(json.dumps(figures, indent=2, default=_json_default))
     return figures
 
 
 MAX_EVAL_EXAMPLES = 200_000  # eval examples the trainers predict for the gate's pairs
-PREDICTIONS_FILE = "eval_predictions.npz"
 
 
 def predicted_classes(model, x) -> np.ndarray:
@@ -419,14 +430,14 @@ def predicted_classes(model, x) -> np.ndarray:
 
 
 def train_other_seeds(spec: TrainSpec, xla: bool, eval_x, served, first: dict):
-    """The spec's model trained again under each further seed of `spec.seeds` (same data, same
+    """The spec's model trained again under each further seed of `spec.seed_list` (same data, same
     steps): ([figures per seed], [eval predictions per seed]), the first seed's given."""
     import dataclasses as dc
 
     from components.perf import PeakMemory, StepTimer
 
     runs, predictions = [first], [predicted_classes(served, eval_x)]
-    for seed in spec.seeds[1:]:
+    for seed in spec.seed_list[1:]:
         sub = dc.replace(spec, seed=seed)
         model, _ = build_fresh(sub, sub.policy)
         compile_model(sub, model, xla)

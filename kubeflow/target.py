@@ -1,4 +1,5 @@
-"""Where a compiled pipeline runs: pipeline root, runtime parameters, trainer GPU placement."""
+"""ClusterTarget: where a compiled pipeline runs (Kubeflow Pipelines or Vertex AI): the image,
+the pipeline root, the default data root, and the trainers' machine and accelerators."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ TARGETS = ("kubeflow", "vertex")
 
 
 @dataclasses.dataclass(frozen=True)
-class Deployment:
+class ClusterTarget:
     """Everything that differs between the local run and a Kubeflow/Vertex run.
+
+    (Not to be confused with serving.deploy.DeploymentSpec: the TF Serving manifests.)
 
     Attributes:
         target: `kubeflow` (KFP v2 on a cluster) or `vertex` (Vertex AI Pipelines).

@@ -1,4 +1,4 @@
-"""`python -m components.train_worker SPEC_JSON`: one trainer in a fresh process.
+"""`python -m components.trainer_process SPEC_JSON`: one trainer in a fresh process.
 
 A fresh process per trainer keeps the global dtype policy and the peak-memory figure of one
 precision apart from the other's.
@@ -13,8 +13,8 @@ from pathlib import Path
 from components.child_process import watch_parent
 from components.loss_scale import LossScaleCollapse
 from components.model_module import ModelModuleError
-from components.training import TrainSpec, train_and_export
-from pipeline.errors import EXIT_BAD_INPUT
+from components.trainer_job import TrainSpec, train_and_export
+from core.errors import EXIT_BAD_INPUT
 
 
 def main(argv: list[str]) -> int:

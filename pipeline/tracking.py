@@ -17,7 +17,6 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_EXPERIMENT = "amp-pipeline"
 CHAMPION = "champion"
 PARENT_TAG = "mlflow.parentRunId"
 OUTPUT_TAG = "amp.output"
@@ -177,22 +176,19 @@ class RunTracker:
 
     def kill(self, reason: str) -> None:
         """Ends every open run as KILLED (SIGINT/SIGTERM), with the reason as a tag."""
-        for run_id in list(reversed(self._open)):
-            try:
-                self.client.set_tag(run_id, "error", reason[:5000])
-                self._end(run_id, "KILLED")
-            except Exception:  # noqa: BLE001 - keep ending the others
-                logger.exception("could not mark MLflow run %s KILLED", run_id)
+        self._end_open("KILLED", reason)
 
     def fail(self, error: BaseException | str) -> None:
         """Ends every open run as FAILED, with the error message as a tag."""
-        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        self._end_open("FAILED", str(error).splitlines()[0] if str(error) else type(error).__name__)
+
+    def _end_open(self, status: str, reason: str) -> None:
         for run_id in list(reversed(self._open)):
             try:
-                self.client.set_tag(run_id, "error", message[:5000])
-                self._end(run_id, "FAILED")
+                self.client.set_tag(run_id, "error", reason[:5000])
+                self._end(run_id, status)
             except Exception:  # noqa: BLE001 - keep ending the others
-                logger.exception("could not mark MLflow run %s FAILED", run_id)
+                logger.exception("could not mark MLflow run %s %s", run_id, status)
 
     def log_trainer(self, name: str, figures: dict, tags: dict) -> str:
         run = self._create(name, {**tags, "policy": figures["policy"]}, parent=self.run_id)
@@ -267,7 +263,7 @@ class RunTracker:
         """Logs the served SavedModel as a pyfunc model and registers a version of it."""
         import mlflow
 
-        from components.pyfunc_model import ServingModel
+        from pipeline.pyfunc_model import ServingModel
 
         with mlflow.start_run(run_id=self.run_id):
             info = mlflow.pyfunc.log_model(
@@ -308,6 +304,8 @@ class RunTracker:
         registered = self.register(model_name, saved_model, summary) if saved_model else None
         self._log(
             self.run_id,
+            # What the AMP trainer ran, from its own record (params are written once).
+            params={k: summary[k] for k in ("policy", "xla", "loss_scaling") if k in summary},
             metrics={
                 "speedup": summary["speedup"],
                 "speedup_trainers": summary.get("speedup_trainers"),

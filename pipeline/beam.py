@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from pipeline.errors import InputError
+from core.errors import InputError
 
 BEAM_RUNNERS = ("direct", "dataflow", "flink", "spark")
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import mlflow.pyfunc
 
+from core import names
+
 
 class ServingModel(mlflow.pyfunc.PythonModel):
     """Calls the SavedModel's `predict_raw` signature; one DataFrame column per raw feature."""
@@ -12,14 +14,14 @@ class ServingModel(mlflow.pyfunc.PythonModel):
         import tensorflow as tf
 
         self._model = tf.saved_model.load(context.artifacts["saved_model"])
-        self._fn = self._model.signatures["predict_raw"]
+        self._fn = self._model.signatures[names.RAW_SIGNATURE]
         _, self._specs = self._fn.structured_input_signature
 
     def predict(self, context, model_input, params=None):
         import pandas as pd
         import tensorflow as tf
 
-        from components.csv_format import sanitize_names
+        from core.names import sanitize_names
 
         # Columns may come as the data wrote them ("Monthly charges"): the signature's inputs
         # are the sanitised feature names.
@@ -34,8 +36,8 @@ class ServingModel(mlflow.pyfunc.PythonModel):
             for name, spec in self._specs.items()
         }
         out = self._fn(**features)
-        probs = out["probabilities"].numpy()
+        probs = out[names.PROBABILITIES].numpy()
         frame = pd.DataFrame(probs, columns=[f"p_{i}" for i in range(probs.shape[1])])
-        frame.insert(0, "class_id", out["class_ids"].numpy())
-        frame.insert(0, "class", [c.decode() for c in out["classes"].numpy()])
+        frame.insert(0, "class_id", out[names.CLASS_IDS].numpy())
+        frame.insert(0, "class", [c.decode() for c in out[names.CLASSES].numpy()])
         return frame

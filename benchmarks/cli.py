@@ -1,0 +1,180 @@
+"""The benchmark commands: `bench` (AMP vs float32 on the same models) and `bench-serving` (the
+local server under load)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from benchmarks.configs import BENCH_MODELS
+from core import argtypes
+from core.argtypes import port, positive, positive_float
+from core.errors import EXIT_BAD_INPUT, EXIT_FAILED
+
+POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+def _names(allowed: tuple[str, ...]):
+    def parse(text: str) -> tuple[str, ...]:
+        names = tuple(v.strip() for v in text.split(",") if v.strip())
+        unknown = [v for v in names if v not in allowed]
+        if unknown or not names:
+            raise argparse.ArgumentTypeError(
+                f"unknown value {', '.join(unknown) or text!r}; choose from {', '.join(allowed)}"
+            )
+        return names
+
+    return parse
+
+
+def add_parsers(sub) -> None:
+    bench = sub.add_parser(
+        "bench", help="AMP vs float32 benchmark: fresh process per configuration, median"
+    )
+    bench.add_argument(
+        "--models",
+        type=_names(BENCH_MODELS),
+        default=("cnn",),
+        help=f"comma-separated, of {', '.join(BENCH_MODELS)} (default: cnn)",
+    )
+    bench.add_argument(
+        "--policies",
+        type=_names(POLICIES),
+        default=("float32", "mixed_bfloat16"),
+        help="comma-separated; float32 is the baseline (default: float32,mixed_bfloat16)",
+    )
+    bench.add_argument(
+        "--xla",
+        type=_names(("on", "off")),
+        default=("off",),
+        help="comma-separated of on,off (default: off)",
+    )
+    bench.add_argument(
+        "--batch-size", type=argtypes.positive, default=64, help="(default: %(default)s)"
+    )
+    bench.add_argument(
+        "--image-size",
+        type=argtypes.positive,
+        default=96,
+        help="resnet50 input side (default: %(default)s)",
+    )
+    bench.add_argument(
+        "--steps",
+        type=argtypes.positive,
+        default=20,
+        help="measured steps per run, after the warm-up (default: %(default)s)",
+    )
+    bench.add_argument(
+        "--warmup-steps",
+        type=argtypes.positive,
+        default=3,
+        help="steps excluded from the figures (default: %(default)s)",
+    )
+    bench.add_argument(
+        "--repeats",
+        type=argtypes.positive,
+        default=3,
+        help="runs per configuration; the median is reported (default: 3)",
+    )
+    bench.add_argument("--output", default="bench", help="output folder (default: %(default)s)")
+    add_serving_parser(sub)
+
+
+def add_serving_parser(sub) -> None:
+    bench = sub.add_parser(
+        "bench-serving",
+        help="load benchmark: concurrent gRPC clients vs the SavedModel called in process",
+    )
+    bench.add_argument(
+        "--model-dir",
+        type=Path,
+        default=Path("output/serving/digits"),
+        help="a pushed model base, <dir>/<version>/ (default: %(default)s)",
+    )
+    bench.add_argument(
+        "--examples",
+        default="output/tfx/CsvExampleGen/examples/*/Split-eval/*",
+        help="TFRecord (gzip) glob of raw serialized examples (default: the run's eval split)",
+    )
+    bench.add_argument("--examples-per-request", type=positive, default=1)
+    bench.add_argument("--clients", type=positive, default=8, help="(default: 8)")
+    bench.add_argument(
+        "--duration", type=positive_float, default=20.0, help="seconds per setting (default: 20)"
+    )
+    bench.add_argument("--grpc-port", type=port, default=0, help="(default: a free port)")
+    bench.add_argument("--rest-port", type=port, default=0, help="(default: a free port)")
+    bench.add_argument("--output", type=Path, default=Path("bench"))
+
+
+def cmd_bench_serving(args: argparse.Namespace) -> int:
+    import glob
+
+    import tensorflow as tf
+
+    from benchmarks import serving_load
+    from serving.cli import free_port
+
+    files = sorted(glob.glob(args.examples))
+    if not files:
+        print(f"amp-pipeline: error: --examples {args.examples}: no file matches", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    compression = "GZIP" if files[0].endswith(".gz") else ""
+    dataset = tf.data.TFRecordDataset(files[-1:], compression_type=compression)
+    examples = [r.numpy() for r in dataset.take(args.examples_per_request)]
+    ports = tuple(p or free_port() for p in (args.grpc_port, args.rest_port))
+    print(
+        f"amp-pipeline bench-serving: {args.clients} clients x {args.duration:.0f} s, "
+        "batching on, batching off, in process"
+    )
+    try:
+        result = serving_load.run_serving_bench(
+            args.model_dir, examples, args.clients, args.duration, ports
+        )
+    except ValueError as e:
+        print(f"amp-pipeline: error: --model-dir {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except RuntimeError as e:
+        print(f"amp-pipeline: failed: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    paths = serving_load.write_outputs(result, args.output)
+    print(paths["md"].read_text())
+    print(f"wrote {', '.join(str(p) for p in paths.values())}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from benchmarks import bench
+
+    if "float32" not in args.policies:
+        print(
+            "amp-pipeline: error: --policies must include float32 (the baseline)", file=sys.stderr
+        )
+        return EXIT_BAD_INPUT
+    configs = bench.bench_configs(
+        list(args.models),
+        list(args.policies),
+        [x == "on" for x in args.xla],
+        args.batch_size,
+        args.image_size,
+        args.steps,
+        args.warmup_steps,
+    )
+    print(
+        f"amp-pipeline bench: {len(configs)} configurations x {args.repeats} rounds, "
+        "each run in a fresh process"
+    )
+    try:
+        result = bench.run_bench(configs, args.repeats)
+    except RuntimeError as e:
+        print(f"amp-pipeline: failed: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    result["machine"] = bench.machine()
+    paths = bench.write_outputs(result, Path(args.output))
+    print()
+    print(paths["md"].read_text())
+    print(f"wrote {', '.join(str(p) for p in paths.values())}")
+    return 0
+
+
+COMMANDS = {"bench": cmd_bench, "bench-serving": cmd_bench_serving}

@@ -1,0 +1,69 @@
+"""DataSpec: what the pipeline knows about its input before it runs (pipeline/ingest.py makes it;
+Transform, the trainers, the gate and the summary read it)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class DataSpec:
+    """What the pipeline knows about its input before it runs.
+
+    Attributes:
+        source: the path the user gave (or "embedded digits").
+        format: "csv" or "tfrecord": which ExampleGen reads `input_base`.
+        input_base: folder ExampleGen reads.
+        input_pattern: file pattern inside `input_base`.
+        label: name of the label feature.
+        label_kind: "int" or "string": how the label is stored in the examples.
+        classes: the label's classes as strings, in class-id order.
+        numeric_features: (name, length) of each numeric feature, in model-input order.
+        string_features: names of the categorical (string) features.
+        image_shape: (height, width, channels) when the numeric features form an image.
+        pixel_scale: what pixels are divided by (their largest value), for images.
+        rows: number of examples seen.
+    """
+
+    source: str
+    format: str
+    input_base: str
+    input_pattern: str
+    label: str
+    label_kind: str
+    classes: tuple[str, ...]
+    numeric_features: tuple[tuple[str, int], ...]
+    string_features: tuple[str, ...] = ()
+    image_shape: tuple[int, int, int] | None = None
+    pixel_scale: float = 1.0
+    rows: int = 0
+    csv_format: dict | None = None
+    excluded: tuple[dict, ...] = ()
+    missing: dict = dataclasses.field(default_factory=dict)
+    class_counts: dict = dataclasses.field(default_factory=dict)
+    notices: tuple[str, ...] = ()
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    def original_name(self, feature: str) -> str:
+        """The column name as the user wrote it, for a feature name."""
+        if self.csv_format and feature in self.csv_format["names"]:
+            return self.csv_format["columns"][self.csv_format["names"].index(feature)]
+        return feature
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> DataSpec:
+        d = dict(d)
+        d["classes"] = tuple(d["classes"])
+        d["numeric_features"] = tuple((n, int(k)) for n, k in d["numeric_features"])
+        d["string_features"] = tuple(d["string_features"])
+        if d.get("image_shape") is not None:
+            d["image_shape"] = tuple(d["image_shape"])
+        d["excluded"] = tuple(d.get("excluded", ()))
+        d["notices"] = tuple(d.get("notices", ()))
+        return cls(**d)

@@ -1,0 +1,151 @@
+"""The cluster commands: `compile` (Kubeflow Pipelines YAML or Vertex PipelineJob JSON) and
+`submit` (to Vertex AI)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from core.errors import EXIT_BAD_INPUT, InputError
+from kubeflow.target import TARGETS, ClusterTarget
+from pipeline import flags
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def add_parsers(sub) -> None:
+    comp = sub.add_parser("compile", help="compile for Kubeflow Pipelines or Vertex AI")
+    comp.add_argument("--target", choices=TARGETS, required=True)
+    comp.add_argument("--image", required=True, help="component image (kubeflow/Dockerfile)")
+    comp.add_argument("--pipeline-root", required=True, help="artifact root, e.g. gs://b/root")
+    comp.add_argument("--output", required=True, help="the .json (vertex) or .yaml file")
+    comp.add_argument(
+        "--data-root",
+        default="",
+        help="default of the data_root parameter (default: PIPELINE_ROOT/data)",
+    )
+    comp.add_argument(
+        "--data",
+        help="a local sample of the data, for its feature layout (default: the embedded digits)",
+    )
+    flags.add_model_flags(comp)
+    comp.add_argument(
+        "--image-context",
+        default=str(REPO_ROOT),
+        help="docker build context of kubeflow/Dockerfile: a --model-module .py file is copied "
+        "into its user_models/ (default: this checkout)",
+    )
+    comp.add_argument(
+        "--machine-type",
+        default="n1-standard-8",
+        help="Vertex trainers' machine type (default: %(default)s)",
+    )
+    comp.add_argument(
+        "--accelerator",
+        default="NVIDIA_TESLA_T4",
+        help="Vertex accelerator type, or a Kubernetes resource name such as "
+        "nvidia.com/gpu on Kubeflow (default: %(default)s)",
+    )
+    comp.add_argument(
+        "--accelerator-count",
+        type=int,
+        default=1,
+        help="per trainer; 0 for CPU-only trainers (default: 1)",
+    )
+    comp.add_argument(
+        "--region",
+        default="us-central1",
+        help="Vertex region of the training jobs (default: %(default)s)",
+    )
+    flags.add_beam_flags(comp)
+    flags.add_csv_flags(comp)
+
+    submit = sub.add_parser("submit", help="submit a compiled pipeline to Vertex AI")
+    submit.add_argument("--target", choices=("vertex",), default="vertex")
+    submit.add_argument("--job", required=True, help="the compiled PipelineJob JSON")
+    submit.add_argument("--project", required=True)
+    submit.add_argument("--region", required=True)
+    submit.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a pipeline parameter value (repeatable)",
+    )
+    submit.add_argument(
+        "--dry-run", action="store_true", help="build the request without credentials and print it"
+    )
+
+
+def error(message) -> int:
+    print(f"amp-pipeline: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from kubeflow.runner import compile_pipeline
+    from pipeline import ingest, user_model
+    from pipeline.config import model_name_for
+
+    try:
+        target = ClusterTarget(
+            target=args.target,
+            image=args.image,
+            pipeline_root=args.pipeline_root,
+            data_root=args.data_root or args.pipeline_root.rstrip("/") + "/data",
+            machine_type=args.machine_type,
+            accelerator=args.accelerator,
+            accelerator_count=args.accelerator_count,
+            region=args.region,
+        )
+        # --output here is the compiled file, not a run's output folder.
+        config = flags.run_config(args, output="output")
+        with tempfile.TemporaryDirectory() as tmp:
+            data = ingest.prepare(config.data, config.label, Path(tmp), csv_options=config.csv)
+        config = dataclasses.replace(config, model_name=model_name_for(config, data))
+        module_ref, copied = None, None
+        if args.model_module:
+            from kubeflow import user_module
+
+            checked = user_model.check(args.model_module, data)
+            module_ref, copied = user_module.package(checked, Path(args.image_context))
+    except (InputError, ValueError) as e:
+        return error(e)
+    out = compile_pipeline(config, data, target, Path(args.output), config.beam.args(), module_ref)
+    print(f"compiled {config.pipeline_name} for {args.target}: {out}")
+    if module_ref is not None:
+        where = f"copied to {copied}: " if copied else ""
+        print(
+            f"model module: {where}the spec imports {module_ref.ref}; build the image "
+            "(kubeflow/Dockerfile) after compiling so that it holds the module"
+        )
+    print("parameters: data_root, train_args (JSON TrainArgs), accuracy_tolerance")
+    return 0
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from kubeflow.submit import submit
+
+    params = {}
+    for item in args.param:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            return error(f"--param {item!r}: expected NAME=VALUE")
+        params[name] = value
+    try:
+        result = submit(Path(args.job), args.project, args.region, params, args.dry_run)
+    except InputError as e:
+        return error(e)
+    if args.dry_run:
+        print(f"dry run: would create a PipelineJob in {result['parent']}:")
+        print(json.dumps(result["pipeline_job"], indent=2))
+    else:
+        print(f"submitted {result['submitted']}")
+    return 0
+
+
+COMMANDS = {"compile": cmd_compile, "submit": cmd_submit}
