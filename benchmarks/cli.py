@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from benchmarks.configs import BENCH_MODELS
+from benchmarks.configs import BACKENDS, BENCH_MODELS, REPLICA_MODES, TRANSFORMER_SIZES
 from core import argtypes
 from core.argtypes import port, positive, positive_float
 from core.errors import EXIT_BAD_INPUT, EXIT_FAILED
@@ -77,8 +77,74 @@ def add_parsers(sub) -> None:
         default=3,
         help="runs per configuration; the median is reported (default: 3)",
     )
+    bench.add_argument(
+        "--replicas",
+        type=_counts,
+        default=(1,),
+        help="comma-separated replica counts to train each configuration with, e.g. 1,2: "
+        "--batch-size is then per replica and the table adds scaling efficiency (default: 1)",
+    )
+    bench.add_argument(
+        "--replica-mode",
+        choices=REPLICA_MODES,
+        default="multiworker",
+        help="multiworker: local worker processes under MultiWorkerMirroredStrategy on "
+        "127.0.0.1; mirrored: MirroredStrategy over the GPUs, or logical CPU devices "
+        "(default: %(default)s)",
+    )
+    bench.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="tensorflow",
+        help="Keras 3 backend of the measured process: tensorflow, or jax (the same model "
+        "code, every step compiled by XLA; float32 measured at JAX's default matmul precision "
+        "and at 'highest') (default: %(default)s)",
+    )
+    bench.add_argument(
+        "--transformer-size",
+        choices=tuple(TRANSFORMER_SIZES),
+        default="small",
+        help="small: 2 layers of width 256; bert-base: 12 layers of width 768, 12 heads "
+        "(default: %(default)s)",
+    )
+    bench.add_argument(
+        "--max-batch-search",
+        action="store_true",
+        help="also find the largest batch that trains under --memory-budget-gib, per model "
+        "and precision (doubling, then bisection)",
+    )
+    bench.add_argument(
+        "--memory-budget-gib",
+        type=positive_float,
+        default=16.0,
+        help="--max-batch-search: the memory a batch may take; on a GPU under JAX also the "
+        "allocator's cap, like a card of that size (default: %(default)s)",
+    )
+    bench.add_argument(
+        "--batch-limit",
+        type=positive,
+        default=8192,
+        help="--max-batch-search: the largest batch tried (default: %(default)s)",
+    )
+    bench.add_argument(
+        "--search-budget-s",
+        type=positive_float,
+        default=180.0,
+        help="--max-batch-search: seconds for all searches; a search cut short reports a "
+        "lower bound (default: %(default)s)",
+    )
     bench.add_argument("--output", default="bench", help="output folder (default: %(default)s)")
     add_serving_parser(sub)
+
+
+def _counts(text: str) -> tuple[int, ...]:
+    try:
+        counts = tuple(sorted({int(v) for v in text.split(",") if v.strip()}))
+    except ValueError:
+        counts = ()
+    if not counts or counts[0] < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers such as 1,2; got {text!r}")
+    return counts
 
 
 def add_serving_parser(sub) -> None:
@@ -159,7 +225,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
         args.image_size,
         args.steps,
         args.warmup_steps,
+        args.replicas,
+        args.replica_mode,
+        args.backend,
+        args.transformer_size,
     )
+    if args.backend == "jax" and not _jax_installed():
+        print(
+            "amp-pipeline: error: --backend jax: jax is not installed in this environment "
+            "(make install pins it)",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     print(
         f"amp-pipeline bench: {len(configs)} configurations x {args.repeats} rounds, "
         "each run in a fresh process"
@@ -169,12 +246,29 @@ def cmd_bench(args: argparse.Namespace) -> int:
     except RuntimeError as e:
         print(f"amp-pipeline: failed: {e}", file=sys.stderr)
         return EXIT_FAILED
+    if args.max_batch_search:
+        singles = [c for c in configs if c.replicas == 1]
+        print(f"largest batch under {args.memory_budget_gib:g} GiB, {len(singles)} searches:")
+        try:
+            found = bench.largest_batches(
+                singles, args.memory_budget_gib, args.batch_limit, args.search_budget_s
+            )
+        except (RuntimeError, ValueError) as e:
+            print(f"amp-pipeline: failed: {e}", file=sys.stderr)
+            return EXIT_FAILED
+        result["max_batch"] = {"searches": found, "ratios": bench.batch_ratios(found)}
     result["machine"] = bench.machine()
     paths = bench.write_outputs(result, Path(args.output))
     print()
     print(paths["md"].read_text())
     print(f"wrote {', '.join(str(p) for p in paths.values())}")
     return 0
+
+
+def _jax_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("jax") is not None
 
 
 COMMANDS = {"bench": cmd_bench, "bench-serving": cmd_bench_serving}

@@ -5,6 +5,13 @@ from __future__ import annotations
 import dataclasses
 
 BENCH_MODELS = ("cnn", "resnet50", "transformer", "mlp")
+REPLICA_MODES = ("multiworker", "mirrored")
+BACKENDS = ("tensorflow", "jax")
+# `bert-base`: BERT-base's width, heads and depth (768, 12, 12) at sequence length 128.
+TRANSFORMER_SIZES = {
+    "small": {"seq_len": 128, "depth": 2, "width": 256, "heads": 4},
+    "bert-base": {"seq_len": 128, "depth": 12, "width": 768, "heads": 12},
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -14,6 +21,11 @@ class BenchConfig:
     `cnn` is measured as the pipeline runs it on the digits (8x8x1, upsampled to 16x16 inside
     the model); `resnet50` at `image_size`x`image_size`x3; `transformer` is 2 layers, sequence
     128, width 256 over 16 features a token; `mlp` takes 64 features.
+
+    `batch_size` is per replica. With `replicas` > 1 the configuration trains data-parallel:
+    `multiworker` runs that many local worker processes under MultiWorkerMirroredStrategy on
+    loopback, `mirrored` mirrors over that many logical devices of one process (GPUs where there
+    are, logical CPU devices otherwise).
     """
 
     model: str
@@ -25,6 +37,12 @@ class BenchConfig:
     warmup_steps: int = 3
     num_classes: int = 10
     device: str = "cpu"
+    replicas: int = 1
+    replica_mode: str = "multiworker"
+    learning_rate: float = 1e-3  # Adam's, per replica: scaled linearly by `replicas`
+    backend: str = "tensorflow"
+    matmul_precision: str = ""  # JAX: "" (its default: TF32 on tensor cores) or "highest"
+    transformer_size: str = "small"
 
     def image_shape(self) -> tuple[int, int, int] | None:
         if self.model == "cnn":
@@ -43,7 +61,7 @@ class BenchConfig:
         if self.model == "resnet50":
             return {"resolution": self.image_size}
         if self.model == "transformer":
-            return {"seq_len": 128, "depth": 2, "width": 256, "heads": 4}
+            return dict(TRANSFORMER_SIZES[self.transformer_size])
         return {}
 
     def data_spec(self) -> dict:
@@ -64,4 +82,12 @@ class BenchConfig:
 
     @property
     def key(self) -> str:
-        return f"{self.model}/{self.policy}/xla={'on' if self.xla else 'off'}"
+        policy = self.policy + (f"@{self.matmul_precision}" if self.matmul_precision else "")
+        key = f"{self.model}/{policy}/xla={'on' if self.xla else 'off'}"
+        if self.backend != "tensorflow":
+            key = f"{self.backend}:{key}"
+        return key if self.replicas == 1 else f"{key}/{self.replica_mode}x{self.replicas}"
+
+    @property
+    def global_batch(self) -> int:
+        return self.batch_size * self.replicas

@@ -18,7 +18,7 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-POLICIES = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
+POLICIES = ("auto", "autotune", "float32", "mixed_float16", "mixed_bfloat16")
 XLA_CHOICES = ("auto", "on", "off")
 BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
 
@@ -160,6 +160,19 @@ def choose_recipe(hw: Hardware, policy: str = "auto", xla: str = "auto") -> Reci
             f"Received: xla={xla!r}"
         )
     auto_policy, auto_xla, _, reason = _auto(hw)
+    if policy == "autotune":
+        return Recipe(
+            policy="autotune",
+            xla=False,
+            loss_scaling=False,
+            hardware=hw,
+            reason=(
+                "autotune: the AMP trainer measures float32 and the reduced precisions this "
+                "hardware has, XLA on and off, 1-4x the batch (and thread counts on CPU) on the "
+                f"real model, and trains with the fastest that keeps parity (the rule table "
+                f"would pick {auto_policy}: {reason})"
+            ),
+        )
     chosen = auto_policy if policy == "auto" else policy
     if policy != "auto" and policy != auto_policy:
         reason = f"--policy {policy} requested (auto would pick {auto_policy}: {reason})"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from components.distribution import DISTRIBUTIONS
 from components.tflite_export import VARIANTS as TFLITE_VARIANTS
 from components.tflite_export import ParityThresholds
 
@@ -27,6 +28,8 @@ RECIPE_FIELDS = (
     "device",
     "readiness",
     "diagnose",
+    "intra_op_threads",
+    "autotune_cache",
 )
 
 
@@ -57,6 +60,13 @@ class TrainOptions:
         tflite_max_int8_drop: largest accuracy drop of the int8 TFLite models.
         readiness: run the AMP readiness check before training.
         diagnose: measure why AMP may not be faster, after training.
+        intra_op_threads: TensorFlow's intra-op threads (0: its default); autotune sets it.
+        autotune_budget_s: time the autotune probe may take (policy `autotune`).
+        autotune_refresh: probe again although the cache holds a winner.
+        autotune_cache: the file autotune's winners are cached in ("": none); set by the runner.
+        distribution: `auto`, `none`, `mirrored` or `multiworker` (components/distribution.py);
+            `batch_size` is then per replica.
+        cpu_replicas: logical CPU devices `mirrored` uses on a machine without GPUs.
     """
 
     model: str = "cnn"
@@ -81,6 +91,12 @@ class TrainOptions:
     tflite_max_int8_drop: float = ParityThresholds.max_int8_accuracy_drop
     readiness: bool = False
     diagnose: bool = False
+    intra_op_threads: int = 0
+    autotune_budget_s: float = 60.0
+    autotune_refresh: bool = False
+    autotune_cache: str = ""
+    distribution: str = "auto"
+    cpu_replicas: int = 2
 
     def __post_init__(self) -> None:
         for name in (
@@ -90,13 +106,14 @@ class TrainOptions:
             "seeds",
             "loss_scale_growth_interval",
             "collapse_patience",
+            "cpu_replicas",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(
                     f"Invalid value for argument {name}: must be at least 1. "
                     f"Received: {name}={getattr(self, name)!r}"
                 )
-        for name in ("learning_rate", "loss_scale_initial"):
+        for name in ("learning_rate", "loss_scale_initial", "autotune_budget_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(
                     f"Invalid value for argument {name}: must be > 0. "
@@ -107,6 +124,11 @@ class TrainOptions:
                 "Invalid value for argument serving_precision: expected one of "
                 f"{', '.join(SERVING_PRECISIONS)}. "
                 f"Received: serving_precision={self.serving_precision!r}"
+            )
+        if self.distribution not in DISTRIBUTIONS:
+            raise ValueError(
+                "Invalid value for argument distribution: expected one of "
+                f"{', '.join(DISTRIBUTIONS)}. Received: distribution={self.distribution!r}"
             )
         unknown = [v for v in self.tflite_variants if v not in TFLITE_VARIANTS]
         if unknown:

@@ -7,6 +7,7 @@ the job to `components.trainer_process` in a fresh Python process and waits for 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -15,6 +16,7 @@ import sys
 from pathlib import Path
 
 from components.child_process import die_with_parent
+from components.train_options import TrainOptions
 from components.trainer_job import TrainSpec
 from core import names
 from core.errors import EXIT_BAD_INPUT, InputError
@@ -45,7 +47,13 @@ def resolve_auto(cfg: dict) -> dict:
 
 
 def spec_from_fn_args(fn_args) -> TrainSpec:
+    """The job: the Trainer's paths and steps, and the TrainOptions in its custom_config."""
     cfg = resolve_auto(fn_args.custom_config)
+    options = dataclasses.replace(
+        TrainOptions.from_config(cfg),
+        train_steps=int(fn_args.train_steps),  # TrainArgs may be a runtime parameter
+        eval_steps=int(fn_args.eval_steps),
+    )
     return TrainSpec(
         train_files=tuple(fn_args.train_files),
         eval_files=tuple(fn_args.eval_files),
@@ -53,33 +61,13 @@ def spec_from_fn_args(fn_args) -> TrainSpec:
         serving_model_dir=fn_args.serving_model_dir,
         model_run_dir=fn_args.model_run_dir,
         data_spec=cfg["data_spec"],
-        model=cfg["model"],
-        model_options=cfg["model_options"],
-        policy=cfg["policy"],
-        xla=cfg["xla"],
-        loss_scaling=cfg["loss_scaling"],
-        device=cfg["device"],
-        train_steps=int(fn_args.train_steps),
-        eval_steps=int(fn_args.eval_steps),
-        batch_size=cfg["batch_size"],
-        learning_rate=cfg["learning_rate"],
-        seed=cfg["seed"],
-        serving_precision=cfg["serving_precision"],
-        loss_scale_initial=cfg["loss_scale_initial"],
-        loss_scale_growth_interval=cfg["loss_scale_growth_interval"],
-        collapse_patience=cfg["collapse_patience"],
-        tflite_variants=tuple(cfg["tflite_variants"]),
-        tflite_min_agreement=cfg["tflite_min_agreement"],
-        tflite_max_int8_drop=cfg["tflite_max_int8_drop"],
-        model_module=cfg.get("model_module"),
-        seeds=tuple(cfg.get("seeds") or (cfg["seed"],)),
-        readiness=bool(cfg.get("readiness")),
-        diagnose=bool(cfg.get("diagnose")),
+        **dataclasses.asdict(options),
     )
 
 
-def run_in_subprocess(spec: TrainSpec) -> dict:
-    """Runs `spec` in `python -m components.trainer_process` and returns its figures."""
+def run_in_subprocess(spec: TrainSpec, chief: bool = True) -> dict:
+    """Runs `spec` in `python -m components.trainer_process` and returns its figures (a
+    worker that is not the chief writes none: {})."""
     run_dir = Path(spec.model_run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     spec_path = run_dir / names.TRAIN_SPEC_JSON
@@ -105,13 +93,82 @@ def run_in_subprocess(spec: TrainSpec) -> dict:
         if proc.returncode == EXIT_BAD_INPUT:
             raise TrainingInputError(last)
         raise TrainingFailed(f"{last} [exit {proc.returncode}; log: {log_path}]")
-    return json.loads((run_dir / names.FIGURES_JSON).read_text())
+    return json.loads((run_dir / names.FIGURES_JSON).read_text()) if chief else {}
+
+
+def autotuned(spec: TrainSpec) -> tuple[TrainSpec, dict]:
+    """The spec with autotune's winning recipe, and autotune's report (components/autotune.py).
+
+    It runs here, on the node the trainer runs on, before the training process starts (the
+    winner may set TensorFlow's thread count, which a process fixes when it starts)."""
+    from components import autotune
+    from components.precision import choose_recipe, detect_hardware
+
+    hardware = detect_hardware()
+    run_dir = Path(spec.model_run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    report = autotune.run(
+        spec,
+        hardware,
+        run_dir,
+        spec.autotune_budget_s,
+        Path(spec.autotune_cache) if spec.autotune_cache else None,
+        spec.autotune_refresh,
+    )
+    rule = choose_recipe(hardware)
+    report["rule_table"] = {"policy": rule.policy, "xla": rule.xla, "reason": rule.reason}
+    report["scaling"] = autotune.scaling_note(spec, report["winner"])
+    (run_dir / autotune.AUTOTUNE_JSON).write_text(json.dumps(report, indent=2))
+    logger.info("autotune: %s (%s)", report["winner"]["key"], report["winner"]["reason"])
+    return autotune.apply(spec, report["winner"]), report
+
+
+def for_this_task(spec: TrainSpec) -> tuple[TrainSpec, bool]:
+    """The spec as this task of a multi-worker cluster runs it, and whether it is the chief.
+
+    Several workers train one model together: autotune, which measures one node, would let them
+    disagree on the recipe, so there the rule table decides for all; and only the chief writes
+    (the others keep their spec, log and copies in a local temporary folder)."""
+    from components import distribution
+
+    config = distribution.tf_config()
+    if distribution.cluster_workers(config) > 1 and spec.policy == "autotune":
+        spec = dataclasses.replace(spec, policy="auto")
+        spec = TrainSpec(**{**dataclasses.asdict(spec), **resolve_auto(dataclasses.asdict(spec))})
+        logger.info(
+            "autotune skipped: %d workers must share one recipe; the rule table chose %s",
+            distribution.cluster_workers(config),
+            spec.policy,
+        )
+    if distribution.is_chief(config):
+        return spec, True
+    import tempfile
+
+    scratch = Path(tempfile.mkdtemp(prefix="amp-worker-"))
+    return (
+        dataclasses.replace(
+            spec,
+            model_run_dir=str(scratch / "run"),
+            serving_model_dir=str(scratch / "serving"),
+            autotune_cache="",
+        ),
+        False,
+    )
 
 
 def run_fn(fn_args) -> None:
     """TFX Trainer entry point."""
-    spec = spec_from_fn_args(fn_args)
-    figures = run_in_subprocess(spec)
+    spec, chief = for_this_task(spec_from_fn_args(fn_args))
+    report = None
+    if spec.policy == "autotune":
+        spec, report = autotuned(spec)
+    figures = run_in_subprocess(spec, chief)
+    if not chief:
+        logger.info("Worker done: the chief writes the model")
+        return
+    if report is not None:  # the figures carry the choice and its evidence
+        figures["autotune"] = report
+        (Path(spec.model_run_dir) / names.FIGURES_JSON).write_text(json.dumps(figures, indent=2))
     logger.info(
         "Trained %s: accuracy %.4f, %.1f examples/sec",
         spec.policy,

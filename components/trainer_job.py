@@ -217,33 +217,41 @@ def float32_rebuild(spec: TrainSpec, model):
     return rebuilt
 
 
-def compile_model(spec: TrainSpec, model, jit_compile: bool) -> None:
-    """Compiles `model` with the recipe's optimizer and loss, and accuracy."""
+def compile_model(spec: TrainSpec, model, jit_compile: bool, strategy=None) -> None:
+    """Compiles `model` with the recipe's optimizer and loss, and accuracy (in `strategy`'s
+    scope, when given)."""
     import keras
 
-    model.compile(
-        optimizer=make_optimizer(spec),
-        loss=make_loss(spec),
-        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-        jit_compile=jit_compile,
-    )
+    from components.distribution import scope
+
+    with scope(strategy):
+        model.compile(
+            optimizer=make_optimizer(spec),
+            loss=make_loss(spec),
+            metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+            jit_compile=jit_compile,
+        )
 
 
-def build_and_compile(spec: TrainSpec, xla: bool | None = None):
+def build_and_compile(spec: TrainSpec, xla: bool | None = None, strategy=None):
     """The model under `spec.policy`, compiled with the recipe's optimizer and XLA setting."""
-    model, _ = build_fresh(spec, spec.policy)
-    compile_model(spec, model, spec.xla if xla is None else xla)
+    model, _ = build_fresh(spec, spec.policy, strategy)
+    compile_model(spec, model, spec.xla if xla is None else xla, strategy)
     return model
 
 
-def build_fresh(spec: TrainSpec, policy: str):
+def build_fresh(spec: TrainSpec, policy: str, strategy=None):
     """Like build_checked, from a cleared session and the spec's seed: the same initial weights
-    (and layer names) every time."""
+    (and layer names) every time. Under `strategy`, the variables are the strategy's (the
+    session is cleared before its scope is entered: clearing it inside breaks the scope)."""
     import keras
+
+    from components.distribution import scope
 
     keras.backend.clear_session()
     keras.utils.set_random_seed(spec.seed)
-    return build_checked(spec, policy)
+    with scope(strategy):
+        return build_checked(spec, policy)
 
 
 def check_readiness(spec: TrainSpec, train_ds) -> dict:
@@ -316,13 +324,73 @@ def export_edge_models(spec: TrainSpec, model, train_ds, eval_x, eval_y) -> dict
     )
 
 
-def train_and_export(spec: TrainSpec) -> dict:
-    """Trains, evaluates, exports the serving SavedModel, and returns the measured figures."""
+def distributed(spec: TrainSpec, strategy) -> tuple[TrainSpec, dict | None]:
+    """The spec at the global batch (and linearly scaled learning rate) of `strategy`'s
+    replicas, with where this worker writes; and the figures that say so (None without one)."""
+    from components import distribution
+
+    if strategy is None:
+        return spec, None
+    own_optimizer = False
+    _, module = user_module(spec)
+    if module is not None:
+        from components import model_module
+
+        own_optimizer = model_module.hook(module, "optimizer") is not None
+    scaling = distribution.Scaling(
+        distribution.replicas(strategy), spec.batch_size, spec.learning_rate
+    )
+    chief = distribution.is_chief(distribution.tf_config())
+    changes = {"batch_size": scaling.global_batch, "learning_rate": scaling.scaled_learning_rate}
+    if not chief:  # every worker saves (collectives); only the chief's copy is kept
+        import atexit
+        import shutil
+        import tempfile
+
+        scratch = tempfile.mkdtemp(prefix="amp-worker-")
+        atexit.register(shutil.rmtree, scratch, True)
+        changes.update(
+            serving_model_dir=str(Path(scratch) / "serving"),
+            model_run_dir=str(Path(scratch) / "run"),
+            tflite_variants=(),
+        )
+    figures = {
+        "strategy": type(strategy).__name__,
+        "replicas": scaling.replicas,
+        "workers": max(distribution.cluster_workers(distribution.tf_config()), 1),
+        "per_replica_batch": scaling.per_replica_batch,
+        "global_batch": scaling.global_batch,
+        "learning_rate": scaling.learning_rate if own_optimizer else scaling.scaled_learning_rate,
+        "chief": chief,
+        "note": scaling.note(own_optimizer),
+    }
+    return dataclasses.replace(spec, **changes), figures
+
+
+def fit(model, strategy, train_ds, **kwargs):
+    """model.fit, under MultiWorkerMirroredStrategy through its Keras 3 workaround."""
+    from components.distribution import keras_multiworker
+
+    with keras_multiworker(model, strategy, next(iter(train_ds)) if strategy else None):
+        return model.fit(train_ds, **kwargs)
+
+
+def evaluate(model, strategy, eval_ds, **kwargs):
+    from components.distribution import keras_multiworker
+
+    with keras_multiworker(model, strategy, next(iter(eval_ds)) if strategy else None):
+        return model.evaluate(eval_ds, **kwargs)
+
+
+def train_and_export(spec: TrainSpec, strategy=None) -> dict:
+    """Trains (data-parallel under `strategy`, when given), evaluates, exports the serving
+    SavedModel, and returns the measured figures."""
     from components import amp_rules
     from components.export import export_serving_model
     from components.loss_scale import LossScaleCollapse, LossScaleMonitor
     from components.perf import PeakMemory, StepTimer
 
+    spec, distribution_figures = distributed(spec, strategy)
     train_ds = make_dataset(
         spec.train_files, spec.transform_output, spec.batch_size, spec.seed, train=True
     )
@@ -334,8 +402,8 @@ def train_and_export(spec: TrainSpec) -> dict:
     if readiness and readiness["compile"] and not readiness["compile"]["ok"]:
         xla, xla_fallback = False, readiness["compile"]["error"]
         logger.warning("Training without XLA: %s", xla_fallback)
-    model, output_fix = build_fresh(spec, spec.policy)
-    compile_model(spec, model, xla)
+    model, output_fix = build_fresh(spec, spec.policy, strategy)
+    compile_model(spec, model, xla, strategy)
     dtype_warnings = amp_rules.variable_dtype_warnings(model, spec.policy)
     monitor = LossScaleMonitor(
         patience=spec.collapse_patience, learning_rate=learning_rate_of(model.optimizer)
@@ -343,13 +411,19 @@ def train_and_export(spec: TrainSpec) -> dict:
     timer = StepTimer(spec.batch_size, warmup_steps=min(5, max(spec.train_steps - 1, 0)))
     memory = PeakMemory(spec.device)
     memory.start()
-    history = model.fit(
-        train_ds, steps_per_epoch=spec.train_steps, epochs=1, callbacks=[timer, monitor], verbose=0
+    history = fit(
+        model,
+        strategy,
+        train_ds,
+        steps_per_epoch=spec.train_steps,
+        epochs=1,
+        callbacks=[timer, monitor],
+        verbose=0,
     )
     peak_mb = memory.peak_mb()
     if monitor.collapse:
         raise LossScaleCollapse(monitor.collapse)
-    results = model.evaluate(eval_ds, steps=spec.eval_steps, return_dict=True, verbose=0)
+    results = evaluate(model, strategy, eval_ds, steps=spec.eval_steps, return_dict=True, verbose=0)
     run_dir = Path(spec.model_run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -372,7 +446,7 @@ def train_and_export(spec: TrainSpec) -> dict:
         "peak_memory_mb": peak_mb,
         "accuracy": None,
     }
-    seed_runs, predictions = train_other_seeds(spec, xla, eval_x, serving, first)
+    seed_runs, predictions = train_other_seeds(spec, xla, eval_x, serving, first, strategy)
     for run, predicted in zip(seed_runs, predictions, strict=True):
         run["accuracy"] = float(np.mean(predicted == eval_y))
     np.savez_compressed(
@@ -417,6 +491,7 @@ def train_and_export(spec: TrainSpec) -> dict:
         "tflite": tflite,
         "process_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "seeds": seed_runs,
+        "distribution": distribution_figures,
     }
     (run_dir / names.FIGURES_JSON).write_text(json.dumps(figures, indent=2, default=_json_default))
     return figures
@@ -429,7 +504,7 @@ def predicted_classes(model, x) -> np.ndarray:
     return np.argmax(model.predict(x, batch_size=1024, verbose=0), axis=1)
 
 
-def train_other_seeds(spec: TrainSpec, xla: bool, eval_x, served, first: dict):
+def train_other_seeds(spec: TrainSpec, xla: bool, eval_x, served, first: dict, strategy=None):
     """The spec's model trained again under each further seed of `spec.seed_list` (same data, same
     steps): ([figures per seed], [eval predictions per seed]), the first seed's given."""
     import dataclasses as dc
@@ -439,13 +514,21 @@ def train_other_seeds(spec: TrainSpec, xla: bool, eval_x, served, first: dict):
     runs, predictions = [first], [predicted_classes(served, eval_x)]
     for seed in spec.seed_list[1:]:
         sub = dc.replace(spec, seed=seed)
-        model, _ = build_fresh(sub, sub.policy)
-        compile_model(sub, model, xla)
+        model, _ = build_fresh(sub, sub.policy, strategy)
+        compile_model(sub, model, xla, strategy)
         train_ds = make_dataset(sub.train_files, sub.transform_output, sub.batch_size, seed, True)
         timer = StepTimer(sub.batch_size, warmup_steps=min(5, max(sub.train_steps - 1, 0)))
         memory = PeakMemory(sub.device)
         memory.start()
-        model.fit(train_ds, steps_per_epoch=sub.train_steps, epochs=1, callbacks=[timer], verbose=0)
+        fit(
+            model,
+            strategy,
+            train_ds,
+            steps_per_epoch=sub.train_steps,
+            epochs=1,
+            callbacks=[timer],
+            verbose=0,
+        )
         runs.append({"seed": seed, **timer.summary(), "peak_memory_mb": memory.peak_mb()})
         served_model = float32_rebuild(sub, model) if sub.serving_precision == "float32" else model
         predictions.append(predicted_classes(served_model, eval_x))

@@ -10,6 +10,7 @@ import logging
 import sys
 from pathlib import Path
 
+from components import distribution
 from components.child_process import watch_parent
 from components.loss_scale import LossScaleCollapse
 from components.model_module import ModelModuleError
@@ -21,8 +22,23 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     watch_parent()  # never train on into an abandoned folder
     spec = TrainSpec.from_json(Path(argv[1]).read_text())
+    import tensorflow as tf
+
+    if spec.intra_op_threads:  # before TensorFlow runs anything (autotune's choice)
+        tf.config.threading.set_intra_op_parallelism_threads(spec.intra_op_threads)
+    try:  # the strategy, too, before TensorFlow runs anything
+        plan = distribution.resolve(
+            spec.distribution,
+            len(tf.config.list_physical_devices("GPU")),
+            distribution.tf_config(),
+            spec.cpu_replicas,
+        )
+    except distribution.DistributionError as e:
+        print(str(e), file=sys.stderr, flush=True)
+        return EXIT_BAD_INPUT
+    logging.info("Distribution: %s (%s)", plan.kind, plan.reason)
     try:
-        figures = train_and_export(spec)
+        figures = train_and_export(spec, distribution.make_strategy(plan))
     except LossScaleCollapse as e:
         print(f"{spec.policy} {e}", file=sys.stderr, flush=True)  # the last line: the reason
         return 1

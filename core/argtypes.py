@@ -66,3 +66,12 @@ def names(text: str) -> tuple[str, ...]:
     if not values:
         raise argparse.ArgumentTypeError(f"expected comma-separated column names, got {text!r}")
     return values
+
+
+class Parser(argparse.ArgumentParser):
+    """Usage errors as one line naming the flag, exit code 2."""
+
+    def error(self, message: str):  # noqa: D102
+        from core.errors import EXIT_BAD_INPUT
+
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")

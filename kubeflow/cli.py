@@ -34,6 +34,13 @@ def add_parsers(sub) -> None:
     )
     flags.add_model_flags(comp)
     comp.add_argument(
+        "--policy",
+        choices=("auto", "autotune"),
+        default="auto",
+        help="the AMP trainer's recipe, decided on the node it runs on: the rule table for its "
+        "hardware, or autotune's measurement there (default: %(default)s)",
+    )
+    comp.add_argument(
         "--image-context",
         default=str(REPO_ROOT),
         help="docker build context of kubeflow/Dockerfile: a --model-module .py file is copied "
@@ -51,10 +58,21 @@ def add_parsers(sub) -> None:
         "nvidia.com/gpu on Kubeflow (default: %(default)s)",
     )
     comp.add_argument(
+        "--gpus-per-replica",
         "--accelerator-count",
+        dest="accelerator_count",
         type=int,
         default=1,
-        help="per trainer; 0 for CPU-only trainers (default: 1)",
+        help="accelerators per trainer machine; 0 for CPU-only trainers; more than 1 trains "
+        "with MirroredStrategy (default: 1)",
+    )
+    comp.add_argument(
+        "--trainer-replicas",
+        type=int,
+        default=1,
+        help="machines per trainer (Vertex: a chief and N-1 workers under "
+        "MultiWorkerMirroredStrategy; the global batch is --batch-size x all replicas) "
+        "(default: 1)",
     )
     comp.add_argument(
         "--region",
@@ -100,6 +118,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
             machine_type=args.machine_type,
             accelerator=args.accelerator,
             accelerator_count=args.accelerator_count,
+            trainer_replicas=args.trainer_replicas,
             region=args.region,
         )
         # --output here is the compiled file, not a run's output folder.
@@ -124,6 +143,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
             "(kubeflow/Dockerfile) after compiling so that it holds the module"
         )
     print("parameters: data_root, train_args (JSON TrainArgs), accuracy_tolerance")
+    print(
+        f"trainers: {target.trainer_replicas} replica(s) x {target.accelerator_count} "
+        f"{target.accelerator if target.accelerator_count else 'CPU'}; fixed at compile time "
+        "(TFX takes no runtime parameter inside the trainers' machine specs)"
+    )
     return 0
 
 

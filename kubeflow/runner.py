@@ -22,6 +22,17 @@ from pipeline.config import RunConfig
 PARAMETERS = ("data_root", "train_args", "accuracy_tolerance")
 
 
+def worker_pools(target: ClusterTarget, machine: dict) -> list[dict]:
+    """Vertex worker_pool_specs: the chief, then `trainer_replicas - 1` workers on the same
+    machine. Vertex sets TF_CONFIG on each, and the trainers' `--distribution auto` picks
+    MultiWorkerMirroredStrategy from it (MirroredStrategy within a machine of several GPUs)."""
+    pool = {"machine_spec": machine, "container_spec": {"image_uri": target.image}}
+    pools = [{**pool, "replica_count": 1}]
+    if target.trainer_replicas > 1:
+        pools.append({**pool, "replica_count": target.trainer_replicas - 1})
+    return pools
+
+
 def trainer_factory(target: ClusterTarget):
     """make_trainer for create_pipeline: Vertex's Trainer on the target's machines, or TFX's
     Trainer requesting the target's GPUs from Kubernetes."""
@@ -39,15 +50,7 @@ def trainer_factory(target: ClusterTarget):
             **custom_config,
             vertex.ENABLE_VERTEX_KEY: True,
             vertex.VERTEX_REGION_KEY: target.region,
-            vertex.TRAINING_ARGS_KEY: {
-                "worker_pool_specs": [
-                    {
-                        "machine_spec": machine,
-                        "replica_count": 1,
-                        "container_spec": {"image_uri": target.image},
-                    }
-                ]
-            },
+            vertex.TRAINING_ARGS_KEY: {"worker_pool_specs": worker_pools(target, machine)},
         }
         return vertex.Trainer(custom_config=custom_config, **kwargs).with_id(node_id)
 
@@ -92,8 +95,17 @@ def compile_pipeline(
     pipeline = create_pipeline(
         config,
         data,
-        # Each trainer reads the hardware it lands on and picks its own recipe.
-        twin_options(config, data, model_module, "auto", False, False, "auto"),
+        # Each trainer reads the hardware it lands on and picks its own recipe (or probes the
+        # candidates there, with --policy autotune): nothing is decided at compile time.
+        twin_options(
+            config,
+            data,
+            model_module,
+            "autotune" if config.policy == "autotune" else "auto",
+            False,
+            False,
+            "auto",
+        ),
         pipeline_root=target.pipeline_root,
         data_root=parameter(name="data_root", ptype=str, default=defaults["data_root"]),
         data_pattern="*",

@@ -23,7 +23,9 @@ class ClusterTarget:
         accelerator: the trainers' accelerator: a Vertex accelerator type
             (NVIDIA_TESLA_T4, NVIDIA_L4, NVIDIA_A100_80GB, NVIDIA_H100_80GB, ...) or, on
             Kubeflow, a Kubernetes resource name (nvidia.com/gpu).
-        accelerator_count: accelerators per trainer.
+        accelerator_count: accelerators per trainer replica (`--gpus-per-replica`).
+        trainer_replicas: machines each trainer trains on, data-parallel (Vertex: a chief pool
+            and a worker pool; the trainers pick MultiWorkerMirroredStrategy from TF_CONFIG).
         region: Vertex region the training jobs run in.
     """
 
@@ -34,6 +36,7 @@ class ClusterTarget:
     machine_type: str = "n1-standard-8"
     accelerator: str = "NVIDIA_TESLA_T4"
     accelerator_count: int = 1
+    trainer_replicas: int = 1
     region: str = "us-central1"
 
     def __post_init__(self) -> None:
@@ -49,6 +52,17 @@ class ClusterTarget:
             raise ValueError(
                 "Invalid value for argument accelerator_count: must be >= 0. "
                 f"Received: accelerator_count={self.accelerator_count}"
+            )
+
+        if self.trainer_replicas < 1:
+            raise ValueError(
+                "Invalid value for argument trainer_replicas: must be >= 1. "
+                f"Received: trainer_replicas={self.trainer_replicas}"
+            )
+        if self.trainer_replicas > 1 and self.target == "kubeflow":
+            raise ValueError(
+                f"--trainer-replicas {self.trainer_replicas}: a Kubeflow Pipelines step is one "
+                "pod; trainers on several machines need --target vertex (worker pools)"
             )
 
     @property

@@ -7,15 +7,11 @@ the probe sees exactly what the trainers would read, then runs the readiness che
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from pathlib import Path
 from typing import TextIO
 
 from core import names
-from pipeline.config import RunConfig, model_for, model_name_for
-from pipeline.progress import captured_output
-from pipeline.run_lock import OutputLock, check_output
+from pipeline.config import RunConfig, model_for
 
 REDUCED_POLICIES = ("mixed_bfloat16", "mixed_float16")
 
@@ -34,26 +30,12 @@ def check(config: RunConfig, console: TextIO) -> dict:
     Raises:
         InputError: bad data or a broken model module (exit code 2).
     """
-    output = config.output_dir
-    check_output(output)
-    with (
-        OutputLock(output, "check-model"),
-        captured_output(config.log_path) as (progress, terminal),
-    ):
-        from pipeline import ingest, user_model
+    from pipeline.data_half import transformed
 
-        data = ingest.prepare(
-            config.data, config.label, output / "data", config.image_size, config.csv
-        )
-        config = dataclasses.replace(config, model_name=model_name_for(config, data))
-        module_ref = user_model.check(config.model_module, data)
-
-        from absl import logging as absl_logging
-
+    with transformed(config, "check-model") as (t, terminal):
         from components.precision import choose_recipe, detect_hardware
         from components.trainer_job import TrainSpec, check_readiness, make_dataset
-        from pipeline.local_runner import metadata_config, run_pipeline
-        from pipeline.pipeline import create_check_pipeline, twin_options
+        from pipeline.pipeline import twin_options
 
         hardware = detect_hardware()
         auto = choose_recipe(hardware)
@@ -63,32 +45,18 @@ def check(config: RunConfig, console: TextIO) -> dict:
         xla = config.xla == "on" or (
             config.xla == "auto" and (recipe.xla or policy == "mixed_float16")
         )
-        model = model_for(config, data)
-        terminal.write(
-            f"amp-pipeline check-model: {model} on {data.source} ({data.rows} rows, "
-            f"{data.num_classes} classes) under {policy}, XLA {'on' if xla else 'off'}\n"
-        )
-        pipeline = create_check_pipeline(
-            config,
-            data,
-            module_ref,
-            metadata_connection_config=metadata_config(config.metadata_path),
-            beam_pipeline_args=config.beam.args(),
-        )
-        absl_logging.set_verbosity(absl_logging.INFO)  # the progress lines read INFO records
-        progress.total = len(pipeline.components)
-        outputs = run_pipeline(pipeline, config.metadata_path).outputs
-        examples = outputs["Transform"]["transformed_examples"].uri
+        model = model_for(t.config, t.data)
+        terminal.write(f"  probing {model} under {policy}, XLA {'on' if xla else 'off'}\n")
         options = twin_options(
-            config, data, module_ref, policy, xla, policy == "mixed_float16", hardware.device
+            t.config, t.data, t.module_ref, policy, xla, policy == "mixed_float16", hardware.device
         )
         spec = TrainSpec(
-            train_files=(str(Path(examples) / "Split-train" / "*"),),
+            train_files=t.train_files,
             eval_files=(),
-            transform_output=outputs["Transform"]["transform_graph"].uri,
+            transform_output=t.transform_output,
             serving_model_dir="",
             model_run_dir="",
-            data_spec=data.to_dict(),
+            data_spec=t.data.to_dict(),
             **options.to_config(),
         )
         dataset = make_dataset(
@@ -97,10 +65,11 @@ def check(config: RunConfig, console: TextIO) -> dict:
         report = check_readiness(spec, dataset)
     report = {
         "model": model,
-        "data": data.source,
+        "data": t.data.source,
         "hardware": {**hardware.to_dict(), "recipe": auto.policy, "reason": auto.reason},
         **report,
     }
+    output = config.output_dir
     (output / names.READINESS_JSON).write_text(json.dumps(report, indent=2, default=str) + "\n")
     return report
 

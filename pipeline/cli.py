@@ -3,25 +3,17 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import warnings
 
 from benchmarks import cli as benchmarks_cli
-from core.errors import EXIT_BAD_INPUT
+from core.argtypes import Parser
 from kubeflow import cli as kubeflow_cli
 from pipeline import commands as pipeline_commands
 from serving import cli as serving_cli
 
 PACKAGES = (pipeline_commands, kubeflow_cli, serving_cli, benchmarks_cli)
-
-
-class Parser(argparse.ArgumentParser):
-    """Usage errors as one line naming the flag, exit code 2."""
-
-    def error(self, message: str):  # noqa: D102
-        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def build_parser() -> Parser:

@@ -124,6 +124,30 @@ def add_parsers(sub) -> None:
     )
     flags.add_csv_flags(inspect)
 
+    tune = sub.add_parser(
+        "autotune",
+        help="measure the candidate AMP recipes on the model and a real batch; the fastest "
+        "that keeps parity wins",
+    )
+    tune.add_argument("--data", help="data for the probe (default: the embedded digits)")
+    tune.add_argument("--label", default=flags.DEFAULTS.label, help="(default: %(default)s)")
+    tune.add_argument("--model", choices=flags.MODELS, default=flags.DEFAULTS.model)
+    tune.add_argument("--model-module", default=None, metavar="PATH_OR_IMPORT")
+    tune.add_argument(
+        "--image-size",
+        type=argtypes.positive,
+        default=flags.DEFAULTS.image_size,
+        help="(default: 32)",
+    )
+    tune.add_argument(
+        "--output",
+        default="output/autotune",
+        help="folder for the data components' cache, autotune.json and the winners' cache "
+        "(default: %(default)s)",
+    )
+    flags.add_training_flags(tune)
+    flags.add_csv_flags(tune)
+
     sub.add_parser("doctor", help="show the hardware and the precision recipe auto would pick")
 
 
@@ -181,6 +205,20 @@ def cmd_check_model(args: argparse.Namespace) -> int:
     return 0 if report["ok"] else EXIT_REJECTED
 
 
+def cmd_autotune(args: argparse.Namespace) -> int:
+    from pipeline import autotune_command
+
+    try:
+        config = flags.run_config(args)
+        report = autotune_command.autotune(config, sys.stdout)
+    except (InputError, ValueError) as e:
+        return error(e)
+    print()
+    print(autotune_command.format_report(report))
+    print(f"\n  report       {config.output_dir / 'autotune' / 'autotune.json'}")
+    return 0
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
     from pipeline import ingest
     from pipeline.data_report import format_data
@@ -218,5 +256,6 @@ COMMANDS = {
     "run": cmd_run,
     "check-model": cmd_check_model,
     "inspect": cmd_inspect,
+    "autotune": cmd_autotune,
     "doctor": cmd_doctor,
 }

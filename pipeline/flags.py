@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from components.distribution import DISTRIBUTIONS
 from components.train_options import (
     RECIPE_FIELDS,
     SERVING_PRECISIONS,
@@ -20,7 +21,7 @@ from pipeline.beam import BEAM_RUNNERS, BeamProfile
 from pipeline.config import MODELS, PARITY_MODES, RunConfig
 from pipeline.csv_inspect import CsvOptions
 
-POLICIES = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
+POLICIES = ("auto", "autotune", "float32", "mixed_float16", "mixed_bfloat16")
 XLA_CHOICES = ("auto", "on", "off")
 DEFAULTS = RunConfig()
 TRAIN = TrainOptions()
@@ -152,6 +153,34 @@ def add_training_flags(p: argparse.ArgumentParser) -> None:
         default=TRAIN.tflite_min_agreement,
         help="float32/float16 TFLite: smallest share of predictions equal to the SavedModel's "
         "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--autotune-budget-s",
+        type=argtypes.positive_float,
+        default=TRAIN.autotune_budget_s,
+        help="--policy autotune: seconds the probe of the candidate recipes may take "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--autotune-refresh",
+        action="store_true",
+        help="--policy autotune: probe again although the output folder caches a winner",
+    )
+    p.add_argument(
+        "--distribution",
+        choices=DISTRIBUTIONS,
+        default=TRAIN.distribution,
+        help="data-parallel training of both twins: mirrored (the GPUs of one machine), "
+        "multiworker (the workers TF_CONFIG names), auto (multiworker when TF_CONFIG names "
+        "several workers, mirrored with more than one GPU, else none); --batch-size is then "
+        "per replica and the learning rate scales with the replicas (default: %(default)s)",
+    )
+    p.add_argument(
+        "--cpu-replicas",
+        type=argtypes.positive,
+        default=TRAIN.cpu_replicas,
+        help="--distribution mirrored without a GPU: logical CPU devices to mirror over "
+        "(proves the path, adds no compute) (default: %(default)s)",
     )
     p.add_argument(
         "--tflite-max-int8-drop",

@@ -133,13 +133,14 @@ def _run_locked(config: RunConfig) -> dict:
                 config.data, config.label, output / "data", config.image_size, config.csv
             )
             config = dataclasses.replace(config, model_name=model_name_for(config, data))
-            from pipeline import limits, user_model
+            from pipeline import user_model
 
             module_ref = user_model.check(config.model_module, data)
             # Imported here so that TF's and Beam's start-up noise goes to the log file, and
             # after the data check so that a bad CSV is reported in a second.
             from absl import logging as absl_logging
 
+            from components import batch_limits
             from components.precision import choose_recipe, detect_hardware
             from components.pusher import clean_partial_pushes
             from pipeline.pipeline import twin_options
@@ -151,7 +152,7 @@ def _run_locked(config: RunConfig) -> dict:
                     f"--model {model}: {data.source} is tabular (no image features); "
                     "use --model mlp or transformer"
                 )
-            limits.check_batch_size(
+            batch_limits.check_batch_size(
                 config.train.batch_size, data.rows, model_for_limits(config, data, module_ref)
             )
             recipe = choose_recipe(detect_hardware(), config.policy, config.xla)
@@ -190,6 +191,10 @@ def _run_locked(config: RunConfig) -> dict:
                 recipe.loss_scaling,
                 recipe.hardware.device,
             )
+            if amp.policy == "autotune":  # winners cached per output folder
+                amp = dataclasses.replace(
+                    amp, autotune_cache=str(config.output_dir / "autotune_cache.json")
+                )
             tracker.start(config.model_name, _params(config, data, amp), tags, output)
             terminal.write(f"  mlflow: {tracker.tracking_uri} run {tracker.run_id}\n")
             absl_logging.set_verbosity(absl_logging.INFO)

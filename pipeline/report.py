@@ -180,6 +180,56 @@ def slow_section(summary: dict) -> list[str]:
     ]
 
 
+def plot_autotune(summary: dict, path: Path) -> Path | None:
+    """Throughput of every autotune candidate measured, the winner highlighted."""
+    tuned = summary.get("autotune")
+    if not tuned:
+        return None
+    rows = sorted(
+        ((k, r["median"]) for k, r in tuned["candidates"].items() if r.get("median")),
+        key=lambda kv: kv[1],
+    )
+    if not rows:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8, 0.28 * len(rows) + 1.2))
+    winner = tuned["winner"]["key"]
+    ax.barh(
+        [k for k, _ in rows],
+        [v for _, v in rows],
+        color=["#dd8452" if k == winner else "#4c72b0" for k, _ in rows],
+    )
+    ax.set_xlabel("examples/sec (median of the probe's rounds)")
+    ax.set_title(f"autotune: {winner}", fontsize=9)
+    ax.tick_params(axis="y", labelsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def autotune_section(summary: dict) -> list[str]:
+    tuned = summary.get("autotune")
+    if not tuned:
+        return []
+    w, rule = tuned["winner"], tuned.get("rule_table") or {}
+    return [
+        "## Autotune",
+        "",
+        f"- Winner: `{w['key']}`: {w['reason']}; {tuned.get('scaling')}",
+        f"- The rule table would pick {rule.get('policy')}, XLA "
+        f"{'on' if rule.get('xla') else 'off'}",
+        *[
+            f"- Parity {'ok' if p['ok'] else 'failed'}: {p['policy']}, XLA "
+            f"{'on' if p['xla'] else 'off'}: {p['reason']}"
+            for p in tuned.get("parity", [])
+        ],
+        "",
+        "![autotune](autotune.png)",
+        "",
+    ]
+
+
 def write_report(summary: dict, fp32: dict, amp: dict, out_dir: Path) -> dict[str, Path]:
     """Writes the plots and report.md into `out_dir`; returns their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -188,6 +238,9 @@ def write_report(summary: dict, fp32: dict, amp: dict, out_dir: Path) -> dict[st
         "training_curves": plot_training_curves(fp32, amp, out_dir / "training_curves.png"),
         "loss_scale": plot_loss_scale(amp, out_dir / "loss_scale.png"),
     }
+    tuned = plot_autotune(summary, out_dir / "autotune.png")
+    if tuned is not None:
+        plots["autotune"] = tuned
     gate = summary["gate"]
     lines = [
         f"# amp-pipeline run: {summary['status'].upper()}",
@@ -205,6 +258,7 @@ def write_report(summary: dict, fp32: dict, amp: dict, out_dir: Path) -> dict[st
         f"- Pushed: {summary['exports']['saved_model'] or 'nothing'}",
         "",
         *gate_section(summary),
+        *autotune_section(summary),
         *data_section(summary),
         *readiness_section(summary),
         *slow_section(summary),

@@ -100,6 +100,8 @@ def build_summary(
         "model_module": amp.get("model_module"),
         "output_fix": amp.get("output_fix"),
         "readiness": readiness_summary(amp.get("readiness")),
+        "autotune": autotune_summary(amp.get("autotune")),
+        "distribution": amp.get("distribution"),
         "why_not_faster": why_not_faster(
             speedup,
             amp.get("policy", recipe.policy),
@@ -148,6 +150,24 @@ def build_summary(
         },
         "config": config_dict,
         "output_dir": str(output_dir),
+    }
+
+
+def autotune_summary(report: dict | None) -> dict | None:
+    """autotune's choice and the candidates' throughput (autotune.json holds the rest)."""
+    if report is None:
+        return None
+    return {
+        "winner": report["winner"],
+        "scaling": report.get("scaling"),
+        "rule_table": report.get("rule_table"),
+        "cached": report.get("cached", False),
+        "budget_s": report.get("budget_s"),
+        "candidates": {
+            key: {"median": r.get("median"), "spread": r.get("spread"), "dropped": r.get("dropped")}
+            for key, r in report.get("candidates", {}).items()
+        },
+        "parity": report.get("parity", []),
     }
 
 
@@ -353,6 +373,18 @@ def format_table(summary: dict) -> str:
     if summary.get("xla_fallback"):
         lines.append(f"  xla          fell back to off: {summary['xla_fallback']}")
     lines += readiness_lines(summary)
+    tuned = summary.get("autotune")
+    if tuned:
+        w = tuned["winner"]
+        rule = tuned.get("rule_table") or {}
+        lines.append(
+            f"  autotune     {w['key']}: {w['reason']}; {tuned.get('scaling')} (rule table: "
+            f"{rule.get('policy')}, xla={'on' if rule.get('xla') else 'off'})"
+            + (" [cached]" if tuned.get("cached") else "")
+        )
+    spread = summary.get("distribution")
+    if spread:
+        lines.append(f"  replicas     {spread['strategy']}: {spread['note']}")
     lines += [
         f"  speedup      {speed_text(summary)}",
         f"  memory       {number(summary['memory_ratio'], '.2f', 'x')} amp/fp32 "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import socket
 import subprocess
 import time
@@ -237,6 +238,29 @@ class RunTracker:
         self._end(run)
         return run
 
+    def log_autotune(self, tuned: dict, tags: dict) -> str:
+        """A child run with one metric set per autotune candidate, and the winner as tags."""
+        run = self._create("autotune", tags, parent=self.run_id)
+        metrics = {}
+        for key, r in tuned["candidates"].items():
+            name = re.sub(r"[^A-Za-z0-9_./ -]", "-", key)
+            metrics[f"{name}/examples_per_sec"] = r["median"]
+            if r.get("spread"):
+                metrics[f"{name}/min"], metrics[f"{name}/max"] = r["spread"]
+            metrics[f"{name}/dropped"] = bool(r.get("dropped"))
+        self._log(
+            run,
+            metrics=metrics,
+            tags={
+                "winner": tuned["winner"]["key"],
+                "reason": tuned["winner"]["reason"],
+                "scaling": tuned.get("scaling") or "",
+                "cached": str(tuned.get("cached", False)),
+            },
+        )
+        self._end(run)
+        return run
+
     def log_gate(self, summary: dict, decision_files: list[Path], tags: dict) -> str:
         gate = summary["gate"]
         run = self._create("gate", {**tags, "decision": summary["status"]}, parent=self.run_id)
@@ -301,6 +325,8 @@ class RunTracker:
             "export": self.log_export(summary, tags),
             "gate": self.log_gate(summary, decision_files, tags),
         }
+        if summary.get("autotune"):
+            children["autotune"] = self.log_autotune(summary["autotune"], tags)
         registered = self.register(model_name, saved_model, summary) if saved_model else None
         self._log(
             self.run_id,

@@ -65,9 +65,11 @@ def compiled(tmp_path_factory):
             str(tmp / name),
             "--train-steps",
             "123",
-            "--accelerator-count",
-            "2",
-            *(["--accelerator", "nvidia.com/gpu"] if target == "kubeflow" else []),
+            *(
+                ["--accelerator-count", "2", "--accelerator", "nvidia.com/gpu"]
+                if target == "kubeflow"
+                else ["--gpus-per-replica", "4", "--trainer-replicas", "2"]
+            ),
         )
         assert result.returncode == 0, result.stderr
         out[target] = tmp / name
@@ -120,10 +122,15 @@ def test_vertex_trainers_use_the_vertex_training_extension_on_the_accelerator(co
         args = executors[f"{trainer}_executor"]["container"]["args"]
         assert "tfx.extensions.google_cloud_ai_platform.trainer.executor.GenericExecutor" in args
         config = tasks_param(spec, trainer, "custom_config")
-        pool = config["ai_platform_training_args"]["worker_pool_specs"][0]
-        assert pool["machine_spec"]["accelerator_type"] == "NVIDIA_TESLA_T4"
-        assert pool["machine_spec"]["accelerator_count"] == 2
-        assert pool["container_spec"]["image_uri"] == IMAGE
+        # --trainer-replicas 2 --gpus-per-replica 4: a chief and one worker, 4 GPUs each.
+        chief, workers = config["ai_platform_training_args"]["worker_pool_specs"]
+        assert (chief["replica_count"], workers["replica_count"]) == (1, 1)
+        for pool in (chief, workers):
+            assert pool["machine_spec"]["accelerator_type"] == "NVIDIA_TESLA_T4"
+            assert pool["machine_spec"]["accelerator_count"] == 4
+            assert pool["container_spec"]["image_uri"] == IMAGE
+        # The trainers pick their strategy from what Vertex gives them (TF_CONFIG, GPUs).
+        assert config["distribution"] == "auto"
         assert config["ai_platform_enable_vertex"] is True
         assert config["policy"] in ("auto", "float32")  # decided on the GPU node
 
@@ -243,3 +250,32 @@ def test_compiled_spec_imports_the_users_model_module_from_the_image(tmp_path):
     assert transform["model_module"]["ref"] == "user_models.own_preprocessing"
     assert transform["custom_preprocessing"] is True
     assert str(tmp_path) not in out.read_text() and "examples/" not in out.read_text()
+
+
+def test_several_trainer_replicas_need_vertex(tmp_path):
+    result = run_cli(
+        "compile",
+        "--target",
+        "kubeflow",
+        "--image",
+        IMAGE,
+        "--pipeline-root",
+        "gs://acme/root",
+        "--output",
+        str(tmp_path / "p.yaml"),
+        "--trainer-replicas",
+        "2",
+    )
+    assert result.returncode == 2
+    assert "--trainer-replicas 2" in result.stderr and "--target vertex" in result.stderr
+    assert not (tmp_path / "p.yaml").exists()
+
+
+def test_vertex_pools_for_one_replica_are_the_chief_alone():
+    from kubeflow.runner import worker_pools
+    from kubeflow.target import ClusterTarget
+
+    target = ClusterTarget("vertex", IMAGE, "gs://r", "gs://d", trainer_replicas=1)
+    assert [p["replica_count"] for p in worker_pools(target, {})] == [1]
+    target = ClusterTarget("vertex", IMAGE, "gs://r", "gs://d", trainer_replicas=4)
+    assert [p["replica_count"] for p in worker_pools(target, {})] == [1, 3]

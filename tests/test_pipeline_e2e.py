@@ -46,9 +46,12 @@ def test_digits_run_promotes_and_the_pushed_model_reads_digits(digits_run):
     assert summary["fp32"]["policy"] == "float32"
     assert summary["amp"]["policy"] == summary["policy"]
     assert summary["hardware"]["reason"]
-    assert summary["speedup"] == pytest.approx(
+    # The trainers' ratio is reported; the gate's speedup is SideBySide's median round.
+    assert summary["speedup_trainers"] == pytest.approx(
         summary["amp"]["examples_per_sec"] / summary["fp32"]["examples_per_sec"]
     )
+    rounds = summary["speed"]["ratio"]
+    assert summary["speedup"] == pytest.approx(rounds["median"])
     assert summary["gate"]["passed"] is True
     decision_md = (out / "decision.md").read_text()
     assert decision_md.startswith("# Promotion gate: PROMOTED")
@@ -378,3 +381,38 @@ def test_loss_scale_collapse_fails_the_run_with_a_diagnosis(tmp_path):
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["status"] == "failed" and summary["exit_code"] == 1
     assert not (out / "serving").exists()
+
+
+def test_mirrored_over_two_cpu_devices_trains_and_exports(digits_run, tmp_path):
+    """The real trainer process under --distribution mirrored (2 logical CPU devices) on the
+    digits run's Transform output: the global batch, the scaled learning rate, the export."""
+    from components.trainer import run_in_subprocess
+    from components.trainer_job import TrainSpec
+    from pipeline.ingest import prepare
+    from pipeline.results import read_latest_run
+
+    out, _ = digits_run
+    transform = read_latest_run(out / "metadata.sqlite", "amp-pipeline-digits").outputs["Transform"]
+    examples = Path(transform["transformed_examples"].uri)
+    spec = TrainSpec(
+        train_files=(str(examples / "Split-train" / "*"),),
+        eval_files=(str(examples / "Split-eval" / "*"),),
+        transform_output=transform["transform_graph"].uri,
+        serving_model_dir=str(tmp_path / "serving"),
+        model_run_dir=str(tmp_path / "run"),
+        data_spec=prepare(None, "label", tmp_path / "data").to_dict(),
+        policy="mixed_bfloat16",
+        batch_size=32,
+        train_steps=20,
+        eval_steps=2,
+        tflite_variants=(),
+        distribution="mirrored",
+        cpu_replicas=2,
+    )
+    figures = run_in_subprocess(spec)
+    spread = figures["distribution"]
+    assert spread["strategy"] == "MirroredStrategy" and spread["replicas"] == 2
+    assert (spread["per_replica_batch"], spread["global_batch"]) == (32, 64)
+    assert spread["learning_rate"] == pytest.approx(2 * spec.learning_rate)
+    assert figures["batch_size"] == 64 and figures["accuracy"] > 0.2  # it learned
+    assert (tmp_path / "serving" / "saved_model.pb").exists()

@@ -1,7 +1,8 @@
-"""Bounds on what a run may ask for, checked before any work: the batch size.
+"""Bounds on the batch size: no larger than the train split, and activations that fit in memory.
 
-A batch cannot be larger than the train split, and its activations must fit in memory: an
-unbounded `--batch-size 100000` grew a trainer to 15 GB before it failed.
+An unbounded `--batch-size 100000` grew a trainer to 15 GB before it failed. The driver checks
+the user's batch before any work (pipeline/local_runner.py); autotune keeps its larger
+candidates within the same bounds (components/autotune.py).
 """
 
 from __future__ import annotations
@@ -39,6 +40,16 @@ def available_bytes() -> int:
     import psutil
 
     return psutil.virtual_memory().available
+
+
+def max_batch(model, rows: int, available: int | None = None) -> int:
+    """The largest batch within both bounds (the train split only, where shapes are unknown)."""
+    train = max(int(rows * TRAIN_SHARE), 1)
+    per_example = activation_bytes_per_example(model) if model is not None else None
+    if per_example is None:
+        return train
+    budget = (available if available is not None else available_bytes()) * MEMORY_SHARE
+    return max(1, min(train, int(budget // (per_example * ACTIVATION_FACTOR))))
 
 
 def check_batch_size(batch_size: int, rows: int, model=None, available: int | None = None) -> None:

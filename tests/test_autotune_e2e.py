@@ -1,0 +1,49 @@
+"""`--policy autotune` end to end on the embedded digits: probed, chosen, trained, gated."""
+
+import json
+
+import pytest
+
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.e2e
+ARGS = ("--train-steps", "60", "--tflite", "none", "--accuracy-tolerance", "0.05")
+
+
+def test_autotune_run_trains_the_winner_and_a_rerun_uses_the_cache(tmp_path):
+    out = tmp_path / "out"
+    result = run_cli(
+        "run", "--output", str(out), "--policy", "autotune", "--autotune-budget-s", "30", *ARGS
+    )
+    assert result.returncode in (0, 3), result.stdout + result.stderr
+    summary = json.loads((out / "run_summary.json").read_text())
+    tuned = summary["autotune"]
+    winner = tuned["winner"]["candidate"]
+    # The AMP twin trained what autotune chose; the summary says what ran.
+    assert summary["policy"] == winner["policy"] and summary["xla"] == winner["xla"]
+    assert summary["amp"]["batch_size"] == winner["batch_size"]
+    assert summary["fp32"]["batch_size"] == 64  # the baseline stays at the user's batch
+    assert tuned["winner"]["reason"]
+    assert tuned["rule_table"]["policy"] in ("float32", "mixed_bfloat16")
+    measured = [r for r in tuned["candidates"].values() if r["median"]]
+    assert len(measured) >= 2
+    assert f"autotune     {tuned['winner']['key']}" in result.stdout
+    assert "## Autotune" in (out / "report.md").read_text()
+    full = json.loads(next((out / "tfx" / "TrainerAmp").rglob("autotune.json")).read_text())
+    assert full["winner"] == tuned["winner"] and full["candidates"]
+    from mlflow import MlflowClient
+
+    client = MlflowClient(summary["mlflow"]["tracking_uri"])
+    children = client.search_runs(
+        [client.get_run(summary["mlflow"]["run_id"]).info.experiment_id],
+        f"tags.mlflow.parentRunId = '{summary['mlflow']['run_id']}'",
+    )
+    (tune_run,) = [r for r in children if r.info.run_name == "autotune"]
+    assert tune_run.data.tags["winner"] == tuned["winner"]["key"]
+    assert any(k.endswith("/examples_per_sec") for k in tune_run.data.metrics)
+    # The winner is cached per hardware, model, input and batch: no probe the second time.
+    again = run_cli("run", "--output", str(out), "--policy", "autotune", "--no-cache", *ARGS)
+    assert again.returncode in (0, 3), again.stdout + again.stderr
+    second = json.loads((out / "run_summary.json").read_text())["autotune"]
+    assert second["cached"] is True and second["winner"] == tuned["winner"]
+    assert "[cached]" in again.stdout

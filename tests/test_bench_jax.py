@@ -1,0 +1,132 @@
+"""The bench under Keras 3's JAX backend (issue 19's GPU path, run here on CPU with tiny sizes),
+and the largest-batch search."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks.bench import batch_ratios, bench_configs, compare
+from benchmarks.max_batch import jax_memory_env, search
+from tests.conftest import run_cli
+
+
+def test_jax_configs_measure_float32_twice_and_always_compile_with_xla():
+    configs = bench_configs(["mlp"], ["float32", "mixed_float16"], [False], 8, 32, 2, backend="jax")
+    assert [c.key for c in configs] == [
+        "jax:mlp/float32/xla=on",
+        "jax:mlp/float32@highest/xla=on",
+        "jax:mlp/mixed_float16/xla=on",
+    ]
+    results = [
+        {**c.__dict__, "examples_per_sec": eps, "peak_memory_mb": mb, "ran_on": "NVIDIA H200"}
+        for c, eps, mb in zip(configs, (100.0, 50.0, 260.0), (10.0, 10.0, 6.0), strict=True)
+    ]
+    by_baseline = {c["baseline"]: c["speedup"] for c in compare(results)}
+    assert by_baseline == {
+        "float32 (JAX default: TF32 on tensor cores)": pytest.approx(2.6),
+        "float32 (highest: true FP32)": pytest.approx(5.2),
+    }
+
+
+def test_search_doubles_then_bisects_to_the_largest_batch_that_fits():
+    seen = []
+
+    def fits(batch):
+        seen.append(batch)
+        return {"fits": batch <= 700}
+
+    found = search(fits, start=64, limit=8192, budget_s=60)
+    assert found.max_batch >= 700 - 700 // 16 and found.max_batch <= 700
+    assert found.first_failed > 700 and not found.bounded
+    assert seen[:5] == [64, 128, 256, 512, 1024]  # doubling first
+    assert len(seen) == len(set(seen))  # each batch tried once
+
+
+def test_search_edges_start_fails_limit_fits_and_time_runs_out():
+    assert search(lambda b: {"fits": False}, 64, 1024, 60).max_batch is None
+    assert search(lambda b: {"fits": True}, 64, 1024, 60).max_batch == 1024
+    ticks = iter(range(100))
+    found = search(lambda b: {"fits": True}, 1, 10**9, budget_s=3, clock=lambda: next(ticks))
+    assert found.bounded and found.max_batch is not None  # a lower bound, said so
+    with pytest.raises(ValueError):
+        search(lambda b: {"fits": True}, 0, 10, 1)
+
+
+def test_memory_cap_is_a_fraction_of_the_card_and_nothing_on_cpu():
+    assert jax_memory_env(16, 140.0) == {"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.1143"}
+    assert jax_memory_env(16, None) == {}
+    found = [
+        {
+            "model": "m",
+            "policy": "float32",
+            "matmul_precision": "",
+            "max_batch": 256,
+            "bounded": False,
+        },
+        {
+            "model": "m",
+            "policy": "mixed_float16",
+            "matmul_precision": "",
+            "max_batch": 480,
+            "bounded": False,
+        },
+    ]
+    (ratio,) = batch_ratios(found)
+    assert ratio["ratio"] == pytest.approx(1.875)
+
+
+@pytest.mark.e2e
+def test_bench_backend_jax_trains_the_same_models_and_searches_the_batch(tmp_path):
+    out = tmp_path / "bench"
+    result = run_cli(
+        "bench",
+        "--backend",
+        "jax",
+        "--models",
+        "mlp",
+        "--policies",
+        "float32,mixed_float16",
+        "--steps",
+        "3",
+        "--warmup-steps",
+        "1",
+        "--repeats",
+        "1",
+        "--max-batch-search",
+        "--memory-budget-gib",
+        "0.25",
+        "--batch-size",
+        "128",
+        "--batch-limit",
+        "256",
+        "--search-budget-s",
+        "120",
+        "--output",
+        str(out),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    bench = json.loads((out / "bench.json").read_text())
+    rows = {r["key"]: r for r in bench["results"]}
+    assert set(rows) == {
+        "jax:mlp/float32/xla=on",
+        "jax:mlp/float32@highest/xla=on",
+        "jax:mlp/mixed_float16/xla=on",
+    }
+    assert all(r["examples_per_sec"] > 0 and r["versions"]["jax"] for r in rows.values())
+    assert {c["baseline"] for c in bench["comparisons"]} == {
+        "float32 (JAX default)",
+        "float32 (highest: true FP32)",
+    }
+    searches = bench["max_batch"]["searches"]
+    assert len(searches) == 3
+    for s in searches:  # on CPU the measured peak decides; the mlp fits up to the limit
+        assert s["max_batch"] == 256 and s["cap"].startswith("none (CPU)")
+    assert "largest batch" in (out / "bench.md").read_text()
+
+
+def test_jax_is_installed_by_the_lock_so_the_jax_path_always_runs():
+    from benchmarks import cli
+
+    assert cli._jax_installed()
