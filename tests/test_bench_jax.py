@@ -97,7 +97,7 @@ def test_bench_backend_jax_trains_the_same_models_and_searches_the_batch(tmp_pat
         "--max-batch-search",
         "--memory-budget-gib",
         "0.25",
-        "--batch-size",
+        "--search-start",
         "128",
         "--batch-limit",
         "256",
@@ -120,7 +120,8 @@ def test_bench_backend_jax_trains_the_same_models_and_searches_the_batch(tmp_pat
         "float32 (highest: true FP32)",
     }
     searches = bench["max_batch"]["searches"]
-    assert len(searches) == 3
+    # float32 at `highest` holds float32's buffers: searched once, with float16.
+    assert [s["policy"] for s in searches] == ["float32", "mixed_float16"]
     for s in searches:  # on CPU the measured peak decides; the mlp fits up to the limit
         assert s["max_batch"] == 256 and s["cap"].startswith("none (CPU)")
     assert "largest batch" in (out / "bench.md").read_text()
@@ -130,3 +131,34 @@ def test_jax_is_installed_by_the_lock_so_the_jax_path_always_runs():
     from benchmarks import cli
 
     assert cli._jax_installed()
+
+
+@pytest.mark.e2e
+def test_the_prepared_gpu_script_runs_its_stages_and_writes_its_files(tmp_path):
+    """benchmarks/gpu/run.sh itself, at toy sizes on this CPU (SMOKE=1): the script that is
+    run on the lent GPU is tested here, not only the code it calls."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, clean_env
+
+    env = {**clean_env(), "SMOKE": "1", "PYTHON": sys.executable, "OUT": str(tmp_path)}
+    env.pop("KERAS_BACKEND", None)
+    result = subprocess.run(
+        ["bash", str(ROOT / "benchmarks" / "gpu" / "run.sh")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "== done" in result.stdout
+    for stage in ("resnet50", "transformer"):
+        bench = json.loads((tmp_path / stage / "bench.json").read_text())
+        assert {r["backend"] for r in bench["results"]} == {"jax"}
+    assert json.loads((tmp_path / "resnet50" / "bench.json").read_text())["max_batch"]
+    assert "jax" in (tmp_path / "versions.txt").read_text()
+    assert os.access(ROOT / "benchmarks" / "gpu" / "run.sh", os.X_OK)
