@@ -7,7 +7,7 @@ fastest depends on the model, the input shape, the batch size and the chip. Cand
 - the policy: float32 and the reduced precisions the hardware supports;
 - XLA on and off;
 - the batch size x1, x2 and x4 of `--batch-size`, the learning rate scaled linearly with it,
-  where the activations fit in memory (pipeline/limits.py's estimate);
+  where the activations fit in memory (components/batch_limits.py's estimate);
 - on CPU, the intra-op thread count (one probe process per setting: TensorFlow fixes it when
   it starts).
 
@@ -192,15 +192,6 @@ def _median(values: list[float]) -> float:
 # -- measurement (in a probe process) ---------------------------------------------------------
 
 
-def _batches(spec, batch_size: int, count: int) -> list:
-    import numpy as np
-
-    from components.trainer_job import make_dataset
-
-    ds = make_dataset(spec.train_files, spec.transform_output, batch_size, spec.seed, True)
-    return [(np.asarray(x), np.asarray(y)) for x, y in ds.take(count)]
-
-
 def _model(spec, policy: str, xla: bool, batch_size: int, learning_rate: float):
     from components.trainer_job import build_fresh, compile_model
 
@@ -215,14 +206,6 @@ def _model(spec, policy: str, xla: bool, batch_size: int, learning_rate: float):
     model, _ = build_fresh(sub, policy)  # same seed: same initial weights
     compile_model(sub, model, xla)
     return model
-
-
-def _timed(model, batches, steps: int) -> float:
-    start = time.perf_counter()
-    for i in range(steps):
-        x, y = batches[i % len(batches)]
-        model.train_on_batch(x, y)
-    return time.perf_counter() - start
 
 
 def _first_line(error: BaseException) -> str:
@@ -246,10 +229,13 @@ def probe(
     steps each, in alternating order; after each round a candidate under a third of the best is
     dropped (from the second round on). A quarter of the budget is kept for the parity probe.
     """
+    from components.perf import timed_steps
+    from components.trainer_job import host_batches
+
     deadline = time.monotonic() + budget_s
     reserve = budget_s * 0.25 if parity else 0.0
     results = {c.key: {"candidate": c.to_dict(), "rates": [], "dropped": None} for c in cands}
-    batches = {b: _batches(spec, b, 3) for b in sorted({c.batch_size for c in cands})}
+    batches = {b: host_batches(spec, b, 3) for b in sorted({c.batch_size for c in cands})}
     models, live = {}, []
     # Cheap first: without XLA (a trace) before with XLA (a compile, seconds on a CPU), float32
     # before the reduced precisions; what the budget cannot warm up is reported as such.
@@ -260,19 +246,19 @@ def probe(
         try:
             if c.recipe not in models:
                 models[c.recipe] = _model(spec, c.policy, c.xla, spec.batch_size, c.learning_rate)
-            _timed(models[c.recipe], batches[c.batch_size], 2)  # trace (and compile)
+            timed_steps(models[c.recipe], batches[c.batch_size], 2)  # trace (and compile)
             live.append(c)
         except Exception as e:  # noqa: BLE001 - a recipe that cannot run is a dropped candidate
             results[c.key]["dropped"] = f"failed: {_first_line(e)}"
     # One untimed round first: a model that has seen several batch shapes traces once more
     # (TensorFlow generalises the shape), which must not count against the first one timed.
     for c in live:
-        _timed(models[c.recipe], batches[c.batch_size], 1)
+        timed_steps(models[c.recipe], batches[c.batch_size], 1)
     for r in range(max_rounds):
         if time.monotonic() > deadline - reserve or not live:
             break
         for c in live if r % 2 == 0 else list(reversed(live)):
-            seconds = _timed(models[c.recipe], batches[c.batch_size], steps)
+            seconds = timed_steps(models[c.recipe], batches[c.batch_size], steps)
             results[c.key]["rates"].append(c.batch_size * steps / seconds)
         if r >= 1:  # two rounds of evidence before dropping anything
             for key, reason in survivors({c.key: results[c.key]["rates"] for c in live}).items():
@@ -293,11 +279,12 @@ def parity_probe(spec, cands: list[Candidate], results: dict, deadline: float) -
     loss curve against float32's, from the same weights on the same batches, at the user's
     batch size."""
     from components.loss_scale import LossScaleMonitor
+    from components.trainer_job import host_batches
 
     recipes = {c.recipe for c in cands if c.policy != "float32" and not results[c.key]["dropped"]}
     if not recipes:
         return {}
-    batches = _batches(spec, spec.batch_size, PARITY_STEPS)
+    batches = host_batches(spec, spec.batch_size, PARITY_STEPS)
 
     def curve(policy: str, xla: bool) -> tuple[list[float], str | None]:
         model = _model(spec, policy, xla, spec.batch_size, spec.learning_rate)

@@ -11,6 +11,15 @@ import numpy as np
 import psutil
 
 
+def timed_steps(model, batches, steps: int) -> float:
+    """Seconds for `steps` training steps (`train_on_batch`), cycling through host `batches`."""
+    start = time.perf_counter()
+    for i in range(steps):
+        x, y = batches[i % len(batches)]
+        model.train_on_batch(x, y)
+    return time.perf_counter() - start
+
+
 def percentile_ms(seconds: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(seconds) * 1000.0, q)) if seconds else float("nan")
 

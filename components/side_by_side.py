@@ -19,7 +19,6 @@ import json
 import logging
 import math
 import sys
-import time
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -29,47 +28,27 @@ MIN_BURST_SECONDS = 0.25
 WARMUP_STEPS = 5
 
 
-def _batches(spec, count: int = 4) -> list:
-    import numpy as np
-
-    from components.trainer_job import make_dataset
-
-    ds = make_dataset(spec.train_files, spec.transform_output, spec.batch_size, spec.seed, True)
-    out = []
-    for x, y in ds.take(count):
-        out.append((np.asarray(x), np.asarray(y)))
-    return out
-
-
-def _burst(model, batches, steps: int) -> float:
-    """Seconds for `steps` training steps, cycling through `batches`."""
-    start = time.perf_counter()
-    for i in range(steps):
-        x, y = batches[i % len(batches)]
-        model.train_on_batch(x, y)
-    return time.perf_counter() - start
-
-
 def measure(fp32_spec, amp_spec, rounds: int = ROUNDS) -> dict:
     """Alternating bursts of float32 and AMP training steps; one throughput ratio per round."""
     from components.gate_stats import median_and_spread
-    from components.trainer_job import build_fresh, compile_model
+    from components.perf import timed_steps
+    from components.trainer_job import build_fresh, compile_model, host_batches
 
-    batches = _batches(amp_spec)
+    batches = host_batches(amp_spec, amp_spec.batch_size, 4)
     fp32, _ = build_fresh(fp32_spec, "float32")
     compile_model(fp32_spec, fp32, False)
     amp, _ = build_fresh(amp_spec, amp_spec.policy)  # its layers keep this policy
     compile_model(amp_spec, amp, amp_spec.xla)
     for model in (fp32, amp):
-        _burst(model, batches, WARMUP_STEPS)
-    step = max(_burst(fp32, batches, 3) / 3, 1e-4)
+        timed_steps(model, batches, WARMUP_STEPS)
+    step = max(timed_steps(fp32, batches, 3) / 3, 1e-4)
     steps = max(5, math.ceil(MIN_BURST_SECONDS / step))
     ratios, fp32_ms, amp_ms = [], [], []
     for r in range(rounds):
         times = {}
         order = (("fp32", fp32), ("amp", amp)) if r % 2 == 0 else (("amp", amp), ("fp32", fp32))
         for name, model in order:
-            times[name] = _burst(model, batches, steps)
+            times[name] = timed_steps(model, batches, steps)
         ratios.append(times["fp32"] / times["amp"])
         fp32_ms.append(times["fp32"] * 1000 / steps)
         amp_ms.append(times["amp"] * 1000 / steps)

@@ -132,12 +132,12 @@ def for_this_task(spec: TrainSpec) -> tuple[TrainSpec, bool]:
     from components import distribution
 
     config = distribution.tf_config()
-    if distribution.cluster_workers(config) > 1 and spec.policy == "autotune":
-        spec = dataclasses.replace(spec, policy="auto")
-        spec = TrainSpec(**{**dataclasses.asdict(spec), **resolve_auto(dataclasses.asdict(spec))})
+    workers = distribution.cluster_workers(config)
+    if workers > 1 and spec.policy == "autotune":
+        spec = TrainSpec(**resolve_auto({**dataclasses.asdict(spec), "policy": "auto"}))
         logger.info(
             "autotune skipped: %d workers must share one recipe; the rule table chose %s",
-            distribution.cluster_workers(config),
+            workers,
             spec.policy,
         )
     if distribution.is_chief(config):

@@ -90,6 +90,12 @@ def make_dataset(file_patterns, transform_output: str, batch_size: int, seed: in
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
+def host_batches(spec: TrainSpec, batch_size: int, count: int) -> list:
+    """`count` training batches of `batch_size` as numpy (x, y) pairs, for timed probes."""
+    ds = make_dataset(spec.train_files, spec.transform_output, batch_size, spec.seed, True)
+    return [(np.asarray(x), np.asarray(y)) for x, y in ds.take(count)]
+
+
 def user_module(spec: TrainSpec):
     """(ModuleRef, module) of the user's model module, or (None, None) for a built-in model."""
     if not spec.model_module:

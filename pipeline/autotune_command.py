@@ -1,8 +1,8 @@
 """`amp-pipeline autotune`: which recipe is fastest for this model here, and does it keep parity?
 
 The data half of the pipeline runs (cached), then the same probe the AMP trainer runs under
-`--policy autotune` (components/autotune.py). It writes `<output>/autotune.json` and prints the
-candidates, the parity probe and the winner.
+`--policy autotune` (components/autotune.py). It writes `<output>/autotune/autotune.json` and
+prints the candidates, the parity probe and the winner.
 """
 
 from __future__ import annotations

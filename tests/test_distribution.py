@@ -119,3 +119,47 @@ def test_the_flags_reach_both_twins_train_options():
     )
     train = run_config(args).train
     assert (train.distribution, train.cpu_replicas) == ("mirrored", 3)
+
+
+def _spec(**kw):
+    from components.trainer_job import TrainSpec
+
+    base = dict(
+        train_files=(),
+        eval_files=(),
+        transform_output="",
+        serving_model_dir="/shared/serving",
+        model_run_dir="/shared/run",
+        data_spec={},
+    )
+    return TrainSpec(**{**base, **kw})
+
+
+def test_a_worker_that_is_not_the_chief_writes_only_to_a_local_folder(monkeypatch):
+    from components.trainer import for_this_task
+
+    monkeypatch.setenv("TF_CONFIG", json.dumps(cluster(1, 1, ("worker", 0))))
+    spec, chief = for_this_task(_spec())
+    assert not chief
+    assert not spec.model_run_dir.startswith("/shared")
+    assert not spec.serving_model_dir.startswith("/shared")
+    monkeypatch.setenv("TF_CONFIG", json.dumps(cluster(1, 1, ("chief", 0))))
+    spec, chief = for_this_task(_spec())
+    assert chief and spec.model_run_dir == "/shared/run"
+
+
+def test_several_workers_share_the_rule_tables_recipe_instead_of_autotuning(monkeypatch):
+    from components import precision
+    from components.trainer import for_this_task
+
+    monkeypatch.setattr(
+        precision,
+        "detect_hardware",
+        lambda: precision.Hardware("cpu", "test", features=("avx512_bf16",)),
+    )
+    monkeypatch.setenv("TF_CONFIG", json.dumps(cluster(1, 1, ("chief", 0))))
+    spec, _ = for_this_task(_spec(policy="autotune", device="auto"))
+    assert spec.policy == "mixed_bfloat16"
+    monkeypatch.delenv("TF_CONFIG")
+    spec, _ = for_this_task(_spec(policy="autotune"))
+    assert spec.policy == "autotune"  # one machine: autotune as asked
