@@ -167,8 +167,8 @@ def scope(strategy):
 
 
 @contextlib.contextmanager
-def keras_multiworker(model, strategy, data_batch):
-    """Lets Keras 3's `fit`/`evaluate` run under MultiWorkerMirroredStrategy.
+def keras_multiworker(model, strategy, dataset):
+    """Lets Keras 3's `fit`/`evaluate` on `dataset` run under MultiWorkerMirroredStrategy.
 
     Keras 3.12 breaks there in two places (keras-team/keras#20585, tensorflow/tensorflow#72388):
     its symbolic build reduces the first distributed batch across workers (`strategy.reduce` of
@@ -198,7 +198,7 @@ def keras_multiworker(model, strategy, data_batch):
         return original(values, strategy_, reduction)
 
     with strategy.scope():
-        model._symbolic_build(data_batch=data_batch)
+        model._symbolic_build(data_batch=next(iter(dataset)))
     held = model._distribute_strategy
     model._distribute_strategy = None
     keras_trainer.reduce_per_replica = reduce_per_replica

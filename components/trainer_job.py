@@ -342,7 +342,7 @@ def distributed(spec: TrainSpec, strategy) -> tuple[TrainSpec, dict | None]:
     if module is not None:
         from components import model_module
 
-        own_optimizer = model_module.hook(module, "optimizer") is not None
+        own_optimizer = bool(model_module.hook(module, "optimizer"))
     scaling = distribution.Scaling(
         distribution.replicas(strategy), spec.batch_size, spec.learning_rate
     )
@@ -377,14 +377,15 @@ def fit(model, strategy, train_ds, **kwargs):
     """model.fit, under MultiWorkerMirroredStrategy through its Keras 3 workaround."""
     from components.distribution import keras_multiworker
 
-    with keras_multiworker(model, strategy, next(iter(train_ds)) if strategy else None):
+    with keras_multiworker(model, strategy, train_ds):
         return model.fit(train_ds, **kwargs)
 
 
 def evaluate(model, strategy, eval_ds, **kwargs):
+    """model.evaluate, likewise."""
     from components.distribution import keras_multiworker
 
-    with keras_multiworker(model, strategy, next(iter(eval_ds)) if strategy else None):
+    with keras_multiworker(model, strategy, eval_ds):
         return model.evaluate(eval_ds, **kwargs)
 
 

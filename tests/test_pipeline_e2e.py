@@ -389,15 +389,17 @@ def test_mirrored_over_two_cpu_devices_trains_and_exports(digits_run, tmp_path):
     from components.trainer import run_in_subprocess
     from components.trainer_job import TrainSpec
     from pipeline.ingest import prepare
-    from pipeline.results import read_latest_run
 
     out, _ = digits_run
-    transform = read_latest_run(out / "metadata.sqlite", "amp-pipeline-digits").outputs["Transform"]
-    examples = Path(transform["transformed_examples"].uri)
+    # The first run's Transform output (later tests in this module run in the same folder, and
+    # some stop before Transform: the latest run is not necessarily one that has it).
+    transform = out / "tfx" / "Transform"
+    first = min((p.name for p in (transform / "transform_graph").iterdir()), key=int)
+    examples = transform / "transformed_examples" / first
     spec = TrainSpec(
         train_files=(str(examples / "Split-train" / "*"),),
         eval_files=(str(examples / "Split-eval" / "*"),),
-        transform_output=transform["transform_graph"].uri,
+        transform_output=str(transform / "transform_graph" / first),
         serving_model_dir=str(tmp_path / "serving"),
         model_run_dir=str(tmp_path / "run"),
         data_spec=prepare(None, "label", tmp_path / "data").to_dict(),
