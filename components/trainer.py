@@ -128,7 +128,8 @@ def for_this_task(spec: TrainSpec) -> tuple[TrainSpec, bool]:
 
     Several workers train one model together: autotune, which measures one node, would let them
     disagree on the recipe, so there the rule table decides for all; and only the chief writes
-    (the others keep their spec, log and copies in a local temporary folder)."""
+    (every worker takes part in saving, as MultiWorkerMirroredStrategy requires; the others
+    keep their spec, log and copies in a local temporary folder and build no TFLite)."""
     from components import distribution
 
     config = distribution.tf_config()
@@ -151,6 +152,7 @@ def for_this_task(spec: TrainSpec) -> tuple[TrainSpec, bool]:
             model_run_dir=str(scratch / "run"),
             serving_model_dir=str(scratch / "serving"),
             autotune_cache="",
+            tflite_variants=(),
         ),
         False,
     )
@@ -164,6 +166,9 @@ def run_fn(fn_args) -> None:
         spec, report = autotuned(spec)
     figures = run_in_subprocess(spec, chief)
     if not chief:
+        import shutil
+
+        shutil.rmtree(Path(spec.model_run_dir).parent, ignore_errors=True)
         logger.info("Worker done: the chief writes the model")
         return
     if report is not None:  # the figures carry the choice and its evidence

@@ -332,7 +332,8 @@ def export_edge_models(spec: TrainSpec, model, train_ds, eval_x, eval_y) -> dict
 
 def distributed(spec: TrainSpec, strategy) -> tuple[TrainSpec, dict | None]:
     """The spec at the global batch (and linearly scaled learning rate) of `strategy`'s
-    replicas, with where this worker writes; and the figures that say so (None without one)."""
+    replicas, and the figures that say so (None without one). Where a worker that is not the
+    chief writes is decided before this process starts (components/trainer.py::for_this_task)."""
     from components import distribution
 
     if strategy is None:
@@ -346,31 +347,21 @@ def distributed(spec: TrainSpec, strategy) -> tuple[TrainSpec, dict | None]:
     scaling = distribution.Scaling(
         distribution.replicas(strategy), spec.batch_size, spec.learning_rate
     )
-    chief = distribution.is_chief(distribution.tf_config())
-    changes = {"batch_size": scaling.global_batch, "learning_rate": scaling.scaled_learning_rate}
-    if not chief:  # every worker saves (collectives); only the chief's copy is kept
-        import atexit
-        import shutil
-        import tempfile
-
-        scratch = tempfile.mkdtemp(prefix="amp-worker-")
-        atexit.register(shutil.rmtree, scratch, True)
-        changes.update(
-            serving_model_dir=str(Path(scratch) / "serving"),
-            model_run_dir=str(Path(scratch) / "run"),
-            tflite_variants=(),
-        )
+    config = distribution.tf_config()
     figures = {
         "strategy": type(strategy).__name__,
         "replicas": scaling.replicas,
-        "workers": max(distribution.cluster_workers(distribution.tf_config()), 1),
+        "workers": max(distribution.cluster_workers(config), 1),
         "per_replica_batch": scaling.per_replica_batch,
         "global_batch": scaling.global_batch,
         "learning_rate": scaling.learning_rate if own_optimizer else scaling.scaled_learning_rate,
-        "chief": chief,
+        "chief": distribution.is_chief(config),
         "note": scaling.note(own_optimizer),
     }
-    return dataclasses.replace(spec, **changes), figures
+    scaled = dataclasses.replace(
+        spec, batch_size=scaling.global_batch, learning_rate=scaling.scaled_learning_rate
+    )
+    return scaled, figures
 
 
 def fit(model, strategy, train_ds, **kwargs):

@@ -143,6 +143,7 @@ def test_a_worker_that_is_not_the_chief_writes_only_to_a_local_folder(monkeypatc
     assert not chief
     assert not spec.model_run_dir.startswith("/shared")
     assert not spec.serving_model_dir.startswith("/shared")
+    assert spec.tflite_variants == ()  # the chief builds the edge models
     monkeypatch.setenv("TF_CONFIG", json.dumps(cluster(1, 1, ("chief", 0))))
     spec, chief = for_this_task(_spec())
     assert chief and spec.model_run_dir == "/shared/run"
