@@ -6,7 +6,8 @@
 - AMP vs production: the gate runs both SavedModels on the raw eval split itself (the
   production model was trained in another run).
 - Seeds: each twin's accuracy, throughput and memory per seed, their mean and spread, and the
-  per-seed accuracy differences (trimmed of the best and the worst from five seeds on).
+  per-seed accuracy differences (their MLPerf trimmed mean is reported from five seeds on; the
+  gate's evidence pools every seed per example, components/gate_stats.py).
 """
 
 from __future__ import annotations
@@ -25,39 +26,38 @@ def load_predictions(run_dir: str) -> dict:
         return {k: f[k] for k in f.files}
 
 
-def seed_pairs(fp32_dir: str, amp_dir: str) -> list[tuple[int, Paired]]:
-    """(seed, pairs) for every seed both twins trained, AMP as the candidate."""
+def correctness(fp32_dir: str, amp_dir: str) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """(seeds, AMP right, float32 right): per-example correctness, shape (seeds, n), for every
+    seed both twins trained, in the same order."""
     fp32, amp = load_predictions(fp32_dir), load_predictions(amp_dir)
     if not np.array_equal(fp32["labels"], amp["labels"]):
         raise ValueError(
             "the twins' eval predictions are not over the same examples in the same order"
         )
     labels = amp["labels"]
-    pairs = []
+    seeds, amp_right, fp32_right = [], [], []
     for i, seed in enumerate(amp["seeds"]):
         j = int(np.flatnonzero(fp32["seeds"] == seed)[0]) if seed in fp32["seeds"] else i
-        pairs.append(
-            (
-                int(seed),
-                Paired.from_correct(
-                    amp["predictions"][i] == labels, fp32["predictions"][j] == labels
-                ),
-            )
-        )
-    return pairs
+        seeds.append(int(seed))
+        amp_right.append(amp["predictions"][i] == labels)
+        fp32_right.append(fp32["predictions"][j] == labels)
+    return seeds, np.stack(amp_right), np.stack(fp32_right)
 
 
-def pooled(pairs: list[tuple[int, Paired]]) -> Paired:
-    """The pairs of every seed together (trimmed of the best and worst seed from five on)."""
-    kept = sorted((p for _, p in pairs), key=lambda p: p.difference)
-    if len(kept) >= 5:  # MLPerf's rule: drop the best and the worst seed
-        kept = kept[1:-1]
-    return Paired(
-        n=sum(p.n for p in kept),
-        b=sum(p.b for p in kept),
-        c=sum(p.c for p in kept),
-        both=sum(p.both for p in kept),
-    )
+def seed_pairs(fp32_dir: str, amp_dir: str) -> list[tuple[int, Paired]]:
+    """(seed, pairs) for every seed both twins trained, AMP as the candidate."""
+    seeds, amp_right, fp32_right = correctness(fp32_dir, amp_dir)
+    return [
+        (seed, Paired.from_correct(amp_right[k], fp32_right[k])) for k, seed in enumerate(seeds)
+    ]
+
+
+def pooled(fp32_dir: str, amp_dir: str) -> Paired:
+    """Every seed's pairs together, per example: n is the number of distinct eval examples
+    (each seed scores the same ones), and the interval resamples examples with all their
+    seeds. No seed is dropped: choosing seeds by their outcome would bias the interval."""
+    _, amp_right, fp32_right = correctness(fp32_dir, amp_dir)
+    return Paired.from_correct(amp_right, fp32_right)
 
 
 def seeds_report(fp32: dict, amp: dict, pairs: list[tuple[int, Paired]]) -> dict:

@@ -19,8 +19,9 @@ class GateConfig:
         accuracy_tolerance: largest accuracy drop allowed, vs float32 and vs production.
         min_accuracy: smallest absolute accuracy of the AMP model.
         min_speedup: smallest AMP/float32 examples-per-second ratio (1.0: not slower).
-        strict: `--parity strict`: a rule the data cannot decide (inconclusive) rejects;
-            by default it does not (a difference the data cannot tell from zero is no reason).
+        strict: `--parity strict`: a rule whose estimate is within its threshold but whose
+            interval is not (unproven) rejects; by default it promotes with that headline. An
+            estimate beyond a threshold rejects either way.
     """
 
     accuracy_tolerance: float = 0.005
@@ -56,7 +57,7 @@ class Rule:
     interval: tuple[float, float] | None = None
     n: int | None = None
     test: str = "point estimate"
-    outcome: str = ""  # pass, fail, inconclusive or skipped; derived when empty
+    outcome: str = ""  # pass, fail, unproven or skipped; derived when empty
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -67,8 +68,8 @@ class Rule:
 
 
 def from_evidence(name: str, evidence: dict, threshold: float) -> Rule:
-    """A rule whose outcome components/gate_stats.py decided (pass, fail or inconclusive:
-    only fail rejects; `--parity strict` has already turned inconclusive into fail)."""
+    """A rule whose outcome components/gate_stats.py decided (pass, fail or unproven: only
+    fail rejects; `--parity strict` has already turned unproven into fail)."""
     return Rule(
         name,
         evidence["estimate"],
@@ -196,13 +197,18 @@ def min_speedup(m: Measurements, cfg: GateConfig) -> Rule:
         return side_by_side_speedup(m.speed, cfg)
     ok = _finite(m.amp_examples_per_sec) and _finite(m.fp32_examples_per_sec)
     speedup = m.amp_examples_per_sec / m.fp32_examples_per_sec if ok else float("nan")
+    passed = _at_least(speedup, cfg.min_speedup)
     return Rule(
         "min_speedup",
         speedup,
         cfg.min_speedup,
-        _at_least(speedup, cfg.min_speedup),
-        f"AMP {m.amp_examples_per_sec:,.0f} vs float32 {m.fp32_examples_per_sec:,.0f} "
-        f"examples/sec: {speedup:.2f}x, at least {cfg.min_speedup:.2f}x required",
+        passed,
+        f"recipe ratio (the trainers as they ran; not measured side by side): AMP "
+        f"{m.amp_examples_per_sec:,.0f} vs float32 {m.fp32_examples_per_sec:,.0f} "
+        f"examples/sec: {speedup:.2f}x, "
+        + ("at least" if passed else "below")
+        + f" {cfg.min_speedup:.2f}x",
+        test="recipe ratio: the trainers' own throughputs",
     )
 
 
@@ -229,35 +235,37 @@ def beats_majority(m: Measurements, cfg: GateConfig) -> Rule:
     )
 
 
+def recipe_label(figures: dict) -> str:
+    """'batch 64, xla off, threads default': what a speed figure was measured at."""
+    threads = figures.get("threads") or figures.get("intra_op_threads") or 0
+    xla = "on" if figures.get("xla") else "off"
+    return f"batch {figures.get('batch_size', '?')}, xla {xla}, threads {threads or 'default'}"
+
+
 def side_by_side_speedup(speed: dict, cfg: GateConfig) -> Rule:
-    """min_speedup on the side-by-side rounds: pass when the median ratio reaches the minimum,
-    fail when no round does (or, strict, when the median does not), else inconclusive."""
+    """min_speedup on the precision ratio (both twins at the AMP trainer's batch, XLA setting
+    and threads, in alternating rounds): the median decides, as a point estimate must; the
+    quartiles are shown, never used to pass a median below the minimum."""
     ratio = speed["ratio"]
     median, lo, hi = ratio["median"], ratio["min"], ratio["max"]
     rounds = f"{ratio['n']} side-by-side rounds of {speed['steps_per_burst']} steps"
+    at = recipe_label(speed)
     spread = f"median {median:.2f}x, rounds {lo:.2f}x to {hi:.2f}x"
-    if _at_least(median, cfg.min_speedup):
-        outcome = "pass"
-        detail = f"AMP/float32 throughput {spread} over {rounds}: at least {cfg.min_speedup:.2f}x"
-    elif hi < cfg.min_speedup - EPSILON or cfg.strict:
-        outcome = "fail"
-        detail = f"AMP/float32 throughput {spread} over {rounds}: below {cfg.min_speedup:.2f}x"
-    else:
-        outcome = "inconclusive"
-        detail = (
-            f"AMP/float32 throughput {spread} over {rounds}: the median is below "
-            f"{cfg.min_speedup:.2f}x but some rounds reach it"
-        )
+    passed = _at_least(median, cfg.min_speedup)
+    detail = (
+        f"precision ratio ({speed.get('policy', 'AMP')} vs float32, both at {at}): {spread} "
+        f"over {rounds}: " + ("at least" if passed else "below") + f" {cfg.min_speedup:.2f}x"
+    )
     return Rule(
         "min_speedup",
         median,
         cfg.min_speedup,
-        outcome != "fail",
+        passed,
         detail,
         interval=(ratio["q1"], ratio["q3"]),
         n=ratio["n"],
-        test="median of alternating rounds (interval: quartiles)",
-        outcome=outcome,
+        test="precision ratio: median of alternating rounds (interval: quartiles)",
+        outcome="pass" if passed else "fail",
     )
 
 
@@ -332,6 +340,15 @@ def decide(m: Measurements, cfg: GateConfig, extra: tuple[Rule, ...] = ()) -> di
     }
 
 
+HOW_IT_DECIDES = (
+    "How it decides: an estimate beyond its threshold rejects (as TFMA's change threshold "
+    "would); an estimate within it whose 95% interval also clears it passes; an estimate within "
+    "it whose interval does not is *not proven*: promoted by default with that headline, "
+    "rejected with `--parity strict`. The speed rule compares the median ratio with "
+    "`--min-speedup`."
+)
+
+
 def to_markdown(decision: dict) -> str:
     """decision.md: every rule with its estimate, 95% interval, n, test, outcome and reason."""
 
@@ -353,18 +370,19 @@ def to_markdown(decision: dict) -> str:
         shown = {
             "skipped": "skipped (pass)",
             "fail": "**FAIL**",
-            "inconclusive": "inconclusive (does not reject)",
+            "unproven": "not proven (does not reject)",
         }.get(outcome, outcome)
         lines.append(
             f"| {r['name']} | {fmt(r['value'])} | {interval(r)} | {r.get('n') or 'n/a'} | "
             f"{fmt(r['threshold'])} | {r.get('test', '')} | {shown} | {r['detail']} |"
         )
-    inconclusive = [r["name"] for r in decision["rules"] if r.get("outcome") == "inconclusive"]
-    if inconclusive:
+    unproven = [r["name"] for r in decision["rules"] if r.get("outcome") == "unproven"]
+    lines += ["", HOW_IT_DECIDES]
+    if unproven:
         lines += [
             "",
-            f"Inconclusive: {', '.join(inconclusive)}. The data cannot tell these from their "
-            "threshold; they do not reject the model unless the run asks for `--parity strict`.",
+            f"Not proven: {', '.join(unproven)}. The estimate is within the threshold but the "
+            "95% interval reaches past it; promoted by default, rejected with `--parity strict`.",
         ]
     if decision["failed"]:
         lines += ["", f"Rejected by: {', '.join(decision['failed'])}."]

@@ -1,19 +1,26 @@
 """The statistics behind the gate: decisions that hold when a run is repeated.
 
-Two models that predict the same eval examples are compared pair by pair. Only the examples
-one got right and the other wrong (the discordant pairs, `b` and `c`) carry information about
-their accuracy difference `(b - c) / n`:
+Two models that predict the same eval examples are compared example by example. With K seeds,
+each example's outcome is the mean over seeds of (candidate right) - (reference right), a value
+in [-1, 1]; the examples are the independent units, so n is the number of distinct examples,
+never K x n (every seed is scored on the same examples).
 
-- `mcnemar_p`: exact McNemar test (two-sided binomial test of b out of b + c at 1/2);
-- `paired_interval`: a 95% confidence interval of the difference, by paired bootstrap over
-  examples (deterministic: fixed seed);
-- `parity`: the outcome against a tolerance: pass (the interval's lower bound clears
-  -tolerance), fail (the whole interval is below -tolerance, or a significant loss whose
-  estimate is beyond it), or inconclusive (the data cannot tell), with the eval size that would
-  resolve it.
+- `paired_interval`: a 95% interval of the accuracy difference by a bootstrap that resamples
+  examples (all of an example's seeds together), with one pseudo-example each way (+1 and -1,
+  Agresti and Min's adjustment for paired proportions) so that few discordant pairs do not give
+  a falsely narrow interval; with no discordant example at all, the exact bound on the
+  discordant rate (Clopper-Pearson, 97.5% one-sided each way: 1 - 0.025^(1/n)). Coverage is
+  checked by simulation in tests/test_gate_stats.py (at least 93% for one seed and several).
+- `mcnemar_p`: exact McNemar test (two-sided binomial test of b out of b + c at 1/2).
+- `parity`: the outcome against a tolerance, never laxer than TFMA's change threshold on the
+  point estimate:
+  - fail: the estimate is beyond the tolerance (a proven regression when the whole interval is);
+  - pass: the estimate is within it and the interval's lower bound clears it;
+  - unproven: the estimate is within it but the interval reaches past it ("parity not
+    proven"); it does not reject unless `strict`, and says how many eval examples would prove it.
 
-`proportion_interval` (Wilson) does the same for one rate against a floor (TFLite agreement).
-Everything here is pure: counts in, numbers out.
+`proportion_interval` (Wilson) and `rate_at_least` do the same for one rate against a floor
+(TFLite agreement). Everything here is pure: counts in, numbers out.
 """
 
 from __future__ import annotations
@@ -26,48 +33,81 @@ import numpy as np
 Z95 = 1.959963984540054
 BOOTSTRAP = 4000
 SEED = 20261202
+ALPHA = 0.05
 
-PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
+PASS, FAIL, UNPROVEN = "pass", "fail", "unproven"
+TEST = (
+    "bootstrap over examples (seeds kept together, 4000 resamples, +1/-1 pseudo-examples; "
+    "Clopper-Pearson when nothing differs) + exact McNemar"
+)
 
 
 @dataclasses.dataclass(frozen=True)
 class Paired:
-    """Two models' correctness on the same n examples.
+    """Two models' correctness on the same n examples, over one seed or several.
 
     Attributes:
-        n: examples.
-        b: examples the candidate got right and the reference wrong.
-        c: examples the candidate got wrong and the reference right.
-        both: examples both got right.
+        n: distinct examples (the independent units, whatever the number of seeds).
+        b: (example, seed) outcomes the candidate got right and the reference wrong.
+        c: (example, seed) outcomes the candidate got wrong and the reference right.
+        both: (example, seed) outcomes both got right.
+        seeds: how many seeds each example was scored under.
+        levels: the per-example mean difference over seeds as (value, examples) pairs; empty
+            for one seed, where b and c say it all.
     """
 
     n: int
     b: int
     c: int
     both: int = 0
+    seeds: int = 1
+    levels: tuple[tuple[float, int], ...] = ()
 
     @classmethod
     def from_correct(cls, candidate: np.ndarray, reference: np.ndarray) -> Paired:
-        candidate = np.asarray(candidate, bool)
-        reference = np.asarray(reference, bool)
+        """From per-example correctness: shape (n,) for one seed, (seeds, n) for several."""
+        candidate = np.atleast_2d(np.asarray(candidate, bool))
+        reference = np.atleast_2d(np.asarray(reference, bool))
         if candidate.shape != reference.shape:
             raise ValueError(
                 "Invalid value for argument candidate: both models must be judged on the same "
                 f"examples. Received: {candidate.shape} vs {reference.shape}"
             )
+        seeds, n = candidate.shape
+        per_example = (candidate.astype(np.int64) - reference).sum(axis=0)  # sum over seeds
+        values, counts = np.unique(per_example, return_counts=True)
         return cls(
-            n=int(candidate.size),
+            n=int(n),
             b=int(np.sum(candidate & ~reference)),
             c=int(np.sum(~candidate & reference)),
             both=int(np.sum(candidate & reference)),
+            seeds=int(seeds),
+            levels=tuple((float(v) / seeds, int(k)) for v, k in zip(values, counts, strict=True))
+            if seeds > 1
+            else (),
+        )
+
+    def histogram(self) -> tuple[np.ndarray, np.ndarray]:
+        """(values, counts) of the per-example mean difference."""
+        if self.levels:
+            values, counts = zip(*self.levels, strict=True)
+            return np.asarray(values, float), np.asarray(counts, np.int64)
+        return (
+            np.array([1.0, -1.0, 0.0]),
+            np.array([self.b, self.c, self.n - self.b - self.c], np.int64),
         )
 
     @property
     def difference(self) -> float:
-        return (self.b - self.c) / self.n if self.n else 0.0
+        """The accuracy difference, candidate minus reference, averaged over seeds."""
+        if not self.n:
+            return 0.0
+        return (self.b - self.c) / (self.n * self.seeds)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        d["levels"] = [list(level) for level in self.levels]
+        return d
 
 
 def mcnemar_p(b: int, c: int) -> float:
@@ -80,76 +120,99 @@ def mcnemar_p(b: int, c: int) -> float:
     return min(1.0, 2 * tail)
 
 
-def paired_interval(p: Paired, level: float = 0.95) -> tuple[float, float]:
-    """Percentile interval of (b - c)/n from a paired bootstrap over the n examples.
+def exact_discordance_bound(n: int, level: float = 1 - ALPHA) -> float:
+    """Clopper-Pearson upper bound on a rate observed 0 times in n (one-sided (1+level)/2).
 
-    Resampling examples with replacement draws each pair's kind (b, c, or concordant) from its
-    observed share: a multinomial, sampled directly. With no discordant pair the interval is
-    [0, 0]: nothing separates the two models on these examples.
+    With no discordant example, the accuracy difference lies within +/- this bound: |delta| is
+    at most the rate of examples on which the models differ.
+    """
+    return 1.0 - ((1 - level) / 2) ** (1.0 / n)
+
+
+def paired_interval(p: Paired, level: float = 1 - ALPHA) -> tuple[float, float]:
+    """A `level` interval of the accuracy difference (see the module docstring).
+
+    The bootstrap resamples examples: for one seed, the kind of each pair (won, lost, same);
+    for several, each example's mean difference over the seeds, all seeds together.
     """
     if p.n == 0:
         return (math.nan, math.nan)
-    if p.b == p.c == 0:
-        return (0.0, 0.0)
+    values, counts = p.histogram()
+    if p.b + p.c == 0:
+        bound = exact_discordance_bound(p.n, level)
+        return (-bound, bound)
+    values = np.concatenate([values, [1.0, -1.0]])
+    counts = np.concatenate([counts, [1, 1]])
+    total = int(counts.sum())
     rng = np.random.default_rng(SEED)
-    shares = [p.b / p.n, p.c / p.n, 1 - (p.b + p.c) / p.n]
-    draws = rng.multinomial(p.n, shares, size=BOOTSTRAP)
-    diffs = (draws[:, 0] - draws[:, 1]) / p.n
+    draws = rng.multinomial(total, counts / total, size=BOOTSTRAP)
+    means = draws @ values / total
     alpha = (1 - level) / 2
-    lo, hi = np.quantile(diffs, [alpha, 1 - alpha])
-    return (float(lo), float(hi))
+    lo, hi = np.quantile(means, [alpha, 1 - alpha])
+    return (float(min(lo, p.difference)), float(max(hi, p.difference)))
 
 
 def eval_size_needed(p: Paired, tolerance: float) -> int | None:
-    """Examples at which the 95% interval's half-width would be the tolerance, at the observed
-    discordance: n = z^2 * (d - delta^2) / tolerance^2 (None without discordant pairs)."""
-    if p.n == 0 or tolerance <= 0 or p.b + p.c == 0:
+    """About how many eval examples would let the interval's lower bound clear -tolerance at
+    the observed estimate and per-example spread (None where no size would: the estimate is
+    at or beyond the tolerance, or nothing was measured)."""
+    margin = p.difference + tolerance
+    if p.n == 0 or tolerance <= 0 or margin <= 0:
         return None
-    d = (p.b + p.c) / p.n
-    variance = max(d - p.difference**2, 1e-12)
-    return math.ceil(Z95**2 * variance / tolerance**2)
+    if p.b + p.c == 0:  # the exact bound 1 - 0.025^(1/n) must come within the tolerance
+        return math.ceil(math.log(ALPHA / 2) / math.log(1 - min(tolerance, 0.999999)))
+    values, counts = p.histogram()
+    variance = max(float(counts @ (values - p.difference) ** 2) / p.n, 1e-12)
+    return max(p.n + 1, math.ceil(Z95**2 * variance / margin**2))
 
 
 def parity(p: Paired, tolerance: float, strict: bool = False, what: str = "AMP") -> dict:
     """The outcome of "the candidate is at most `tolerance` less accurate than the reference".
 
-    - fail: the whole interval lies below -tolerance, or the loss is significant (McNemar
-      p < 0.05) and its estimate is beyond the tolerance;
-    - pass: the interval's lower bound is at or above -tolerance;
-    - inconclusive otherwise (the data cannot tell); `strict` turns it into fail.
+    - fail: the estimate is beyond -tolerance (never laxer than TFMA's change threshold); a
+      proven regression when the whole interval is;
+    - pass: the estimate is within it and the interval's lower bound clears -tolerance;
+    - unproven otherwise: parity not proven at this n; `strict` turns it into fail.
     """
     lo, hi = paired_interval(p)
     pvalue = mcnemar_p(p.b, p.c)
     delta = p.difference
     needed = eval_size_needed(p, tolerance)
     eps = 1e-12
-    if hi < -tolerance - eps or (pvalue < 0.05 and delta < -tolerance - eps):
+    ci = f"95% CI {lo:+.2%} to {hi:+.2%}"
+    on = f"n={p.n:,} examples" + (f" x {p.seeds} seeds" if p.seeds > 1 else "")
+    if delta < -tolerance - eps:
         outcome = FAIL
+        proven = "a proven regression" if hi < -tolerance - eps else "the estimate itself"
         reason = (
-            f"{what} loses {-delta:.2%} accuracy (95% CI {lo:+.2%} to {hi:+.2%}, McNemar p="
-            f"{pvalue:.3g}): a real regression beyond the {tolerance:.2%} tolerance"
+            f"{what} loses {-delta:.2%} accuracy ({ci}, McNemar p={pvalue:.3g}, {on}): "
+            f"beyond the {tolerance:.2%} tolerance ({proven})"
         )
     elif lo >= -tolerance - eps:
         outcome = PASS
         reason = (
-            f"{what} changes accuracy by {delta:+.2%} (95% CI {lo:+.2%} to {hi:+.2%}): within "
-            f"the {tolerance:.2%} tolerance"
+            f"{what} changes accuracy by {delta:+.2%} ({ci}, {on}): within the "
+            f"{tolerance:.2%} tolerance"
         )
     else:
-        outcome = FAIL if strict else INCONCLUSIVE
-        more = f"; about {needed:,} eval examples would resolve it" if needed else ""
+        outcome = FAIL if strict else UNPROVEN
+        more = f", about {needed:,} eval examples needed" if needed else ""
         reason = (
-            f"{what} changes accuracy by {delta:+.2%} (95% CI {lo:+.2%} to {hi:+.2%}, McNemar "
-            f"p={pvalue:.3g}) on {p.n:,} examples: the data cannot tell whether it is within "
-            f"the {tolerance:.2%} tolerance{more}"
-            + (" (--parity strict: not shown to be within it, so rejected)" if strict else "")
+            f"parity not proven at n={p.n:,}{more}: {what} changes accuracy by {delta:+.2%} "
+            f"({ci}), within the {tolerance:.2%} tolerance, but the interval reaches past it"
+            + (
+                " (--parity strict: rejected)"
+                if strict
+                else " (promoted by default; --parity strict rejects)"
+            )
         )
     return {
         "estimate": delta,
         "interval": [lo, hi],
         "n": p.n,
+        "seeds": p.seeds,
         "discordant": {"candidate_only": p.b, "reference_only": p.c},
-        "test": "paired bootstrap 95% CI (4000 resamples) + exact McNemar",
+        "test": TEST,
         "p_value": pvalue,
         "eval_size_needed": needed,
         "outcome": outcome,
@@ -157,11 +220,11 @@ def parity(p: Paired, tolerance: float, strict: bool = False, what: str = "AMP")
     }
 
 
-def proportion_interval(successes: int, n: int, level: float = 0.95) -> tuple[float, float]:
+def proportion_interval(successes: int, n: int, level: float = 1 - ALPHA) -> tuple[float, float]:
     """Wilson score interval of a rate (well-behaved at 0 and 1 and for small n)."""
     if n == 0:
         return (math.nan, math.nan)
-    z = Z95 if level == 0.95 else _z(level)
+    z = Z95 if level == 1 - ALPHA else _z(level)
     phat = successes / n
     denominator = 1 + z * z / n
     centre = (phat + z * z / (2 * n)) / denominator
@@ -178,38 +241,30 @@ def _z(level: float) -> float:
 def rate_at_least(
     successes: int, n: int, floor: float, strict: bool = False, what: str = "agreement"
 ) -> dict:
-    """The outcome of "the rate is at least `floor`".
+    """The outcome of "the rate is at least `floor`", never laxer than the point estimate.
 
-    - fail: the whole interval is below the floor;
-    - pass: the lower bound clears it, or (unless `strict`) the estimate reaches it: a rate of
-      1.0 on 360 examples cannot prove 0.995 (Wilson's lower bound is 0.989), and a measurement
-      the data cannot tell from the floor is never rejected by default;
-    - inconclusive: the estimate is below the floor but the interval reaches it (`strict`: fail).
+    - fail: the estimate is below the floor (surely below when the whole interval is);
+    - pass: the lower bound clears it;
+    - unproven: the estimate reaches the floor but the interval does not clear it (a rate of
+      1.0 on 360 examples cannot prove 0.995: Wilson's lower bound is 0.989); `strict`: fail.
     """
     lo, hi = proportion_interval(successes, n)
     rate = successes / n if n else math.nan
     eps = 1e-12
+    shown = f"{what} {rate:.2%} (95% CI {lo:.2%} to {hi:.2%}, n={n:,})"
     if n == 0:
         outcome, reason = FAIL, f"no examples to measure {what}"
-    elif hi < floor - eps:
+    elif rate < floor - eps:
         outcome = FAIL
-        reason = (
-            f"{what} {rate:.2%} (95% CI {lo:.2%} to {hi:.2%}, n={n:,}): surely below {floor:.2%}"
-        )
+        surely = "surely " if hi < floor - eps else ""
+        reason = f"{shown}: {surely}below {floor:.2%}"
     elif lo >= floor - eps:
         outcome = PASS
-        reason = f"{what} {rate:.2%} (95% CI {lo:.2%} to {hi:.2%}, n={n:,}): at least {floor:.2%}"
-    elif rate >= floor - eps and not strict:
-        outcome = PASS
-        reason = (
-            f"{what} {rate:.2%} (95% CI {lo:.2%} to {hi:.2%}, n={n:,}) reaches {floor:.2%}; "
-            f"{n:,} examples cannot prove more"
-        )
+        reason = f"{shown}: at least {floor:.2%}"
     else:
-        outcome = FAIL if strict else INCONCLUSIVE
-        reason = (
-            f"{what} {rate:.2%} (95% CI {lo:.2%} to {hi:.2%}, n={n:,}): the data cannot tell "
-            f"whether it is at least {floor:.2%}"
+        outcome = FAIL if strict else UNPROVEN
+        reason = f"{shown} reaches {floor:.2%}, but {n:,} examples cannot prove it" + (
+            " (--parity strict: rejected)" if strict else " (not a rejection)"
         )
     return {
         "estimate": rate,
@@ -238,7 +293,8 @@ def median_and_spread(values: list[float]) -> dict:
 
 
 def trimmed(values: list[float]) -> list[float]:
-    """MLPerf's rule with five or more seeds: drop the best and the worst."""
+    """MLPerf's rule with five or more seeds: drop the best and the worst (reported only; the
+    gate pools every seed, since choosing seeds by their outcome would bias its interval)."""
     if len(values) < 5:
         return list(values)
     ordered = sorted(values)

@@ -132,7 +132,7 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
         amp_policy=amp["policy"],
         majority_share=baseline["share"],
         majority_class=baseline["class"] or "",
-        parity=gate_evidence.pooled(pairs),
+        parity=gate_evidence.pooled(fp32_run.uri, amp_run.uri),
         production_pairs=production_pairs,
         speed=None if speed_result.get("skipped") else speed_result,
     )

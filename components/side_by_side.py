@@ -6,7 +6,12 @@ of them only, and their throughput ratio moved between 1.01x and 1.43x across id
 Here both models (each built under its own dtype policy: Keras layers keep the policy they were
 built with) take turns on the same real batches, `steps` training steps at a time, for `rounds`
 rounds whose order alternates; each round gives one ratio, and load that comes and goes lands on
-both. The median ratio and its spread decide `min_speedup`.
+both. The median ratio decides `min_speedup`; the spread is shown.
+
+This is the *precision ratio*: both twins at the AMP trainer's batch, XLA setting and intra-op
+threads (the recipe it ran, read from its train_spec.json and figures.json), so the precision is
+the only difference. The *recipe ratio* (the AMP recipe as trained vs the float32 baseline as
+trained) comes from the trainers' own figures (pipeline/summary.py).
 
 `python -m components.side_by_side FP32_SPEC AMP_SPEC OUT_JSON [ROUNDS]` runs it in a fresh
 process (the specs are the trainers' own train_spec.json; the AMP one carries the XLA setting
@@ -36,7 +41,7 @@ def measure(fp32_spec, amp_spec, rounds: int = ROUNDS) -> dict:
 
     batches = host_batches(amp_spec, amp_spec.batch_size, 4)
     fp32, _ = build_fresh(fp32_spec, "float32")
-    compile_model(fp32_spec, fp32, False)
+    compile_model(fp32_spec, fp32, amp_spec.xla)  # same XLA setting: only the precision differs
     amp, _ = build_fresh(amp_spec, amp_spec.policy)  # its layers keep this policy
     compile_model(amp_spec, amp, amp_spec.xla)
     for model in (fp32, amp):
@@ -69,6 +74,9 @@ def measure(fp32_spec, amp_spec, rounds: int = ROUNDS) -> dict:
         "amp_examples_per_sec": batch * 1000 / spread_median(amp_ms),
         "policy": amp_spec.policy,
         "xla": amp_spec.xla,
+        "batch_size": batch,
+        "threads": amp_spec.intra_op_threads,
+        "device": amp_spec.device,
     }
 
 
@@ -89,6 +97,10 @@ def main(argv: list[str]) -> int:
     amp_spec = json.loads(Path(argv[2]).read_text())
     amp = TrainSpec.from_json(json.dumps(amp_spec["spec"]))
     amp = dataclasses.replace(amp, xla=bool(amp_spec["xla"]))
+    if amp.intra_op_threads:  # the AMP trainer's threads, before TensorFlow runs anything
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(amp.intra_op_threads)
     rounds = int(argv[4]) if len(argv) > 4 else ROUNDS
     result = measure(fp32, amp, rounds)
     Path(argv[3]).write_text(json.dumps(result, indent=2))

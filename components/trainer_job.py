@@ -471,6 +471,8 @@ def train_and_export(spec: TrainSpec, strategy=None) -> dict:
         "model_module": spec.model_module,
         "train_steps": spec.train_steps,
         "batch_size": spec.batch_size,
+        "threads": spec.intra_op_threads,
+        "device": spec.device,
         "accuracy": float(results["accuracy"]),
         "loss": float(results["loss"]),
         **timer.summary(),
@@ -507,6 +509,7 @@ def train_other_seeds(spec: TrainSpec, xla: bool, eval_x, served, first: dict, s
     steps): ([figures per seed], [eval predictions per seed]), the first seed's given."""
     import dataclasses as dc
 
+    from components.loss_scale import LossScaleCollapse, LossScaleMonitor
     from components.perf import PeakMemory, StepTimer
 
     runs, predictions = [first], [predicted_classes(served, eval_x)]
@@ -516,6 +519,10 @@ def train_other_seeds(spec: TrainSpec, xla: bool, eval_x, served, first: dict, s
         compile_model(sub, model, xla, strategy)
         train_ds = make_dataset(sub.train_files, sub.transform_output, sub.batch_size, seed, True)
         timer = StepTimer(sub.batch_size, warmup_steps=min(5, max(sub.train_steps - 1, 0)))
+        # Every seed is watched as the first one is: a collapsed loss scale stops the run.
+        monitor = LossScaleMonitor(
+            patience=sub.collapse_patience, learning_rate=learning_rate_of(model.optimizer)
+        )
         memory = PeakMemory(sub.device)
         memory.start()
         fit(
@@ -524,10 +531,19 @@ def train_other_seeds(spec: TrainSpec, xla: bool, eval_x, served, first: dict, s
             train_ds,
             steps_per_epoch=sub.train_steps,
             epochs=1,
-            callbacks=[timer],
+            callbacks=[timer, monitor],
             verbose=0,
         )
-        runs.append({"seed": seed, **timer.summary(), "peak_memory_mb": memory.peak_mb()})
+        if monitor.collapse:
+            raise LossScaleCollapse(f"seed {seed}: {monitor.collapse}")
+        runs.append(
+            {
+                "seed": seed,
+                **timer.summary(),
+                "peak_memory_mb": memory.peak_mb(),
+                "loss_scale": {k: v for k, v in monitor.summary().items() if k != "history"},
+            }
+        )
         served_model = float32_rebuild(sub, model) if sub.serving_precision == "float32" else model
         predictions.append(predicted_classes(served_model, eval_x))
         logger.info("seed %d: %s", seed, runs[-1])

@@ -66,15 +66,16 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
         "--min-speedup",
         type=argtypes.non_negative,
         default=DEFAULTS.min_speedup,
-        help="smallest AMP/fp32 throughput ratio that still promotes "
-        "(default: %(default)s: AMP must not be slower)",
+        help="smallest AMP/fp32 precision ratio (median of the side-by-side rounds) that "
+        "still promotes (default: %(default)s: AMP must not be slower)",
     )
     p.add_argument(
         "--parity",
         choices=PARITY_MODES,
         default=DEFAULTS.parity,
-        help="evidence: a rule the data cannot decide is inconclusive and does not reject; "
-        "strict: every interval must clear its threshold (default: %(default)s)",
+        help="evidence: an estimate beyond its threshold rejects; one within it whose 95%% "
+        "interval reaches past it promotes as 'parity not proven'; strict: that rejects too, "
+        "every interval must clear its threshold (default: %(default)s)",
     )
     p.add_argument(
         "--speed-rounds",

@@ -398,7 +398,7 @@ def format_table(summary: dict) -> str:
         f"  gate         {verdict}"
         + (f": failed {', '.join(gate['failed'])}" if gate["failed"] else ""),
     ]
-    marks = {"skipped": "skip", "pass": "pass", "fail": "FAIL", "inconclusive": "INCONCLUSIVE"}
+    marks = {"skipped": "skip", "pass": "pass", "fail": "FAIL", "unproven": "NOT PROVEN"}
     for rule in gate["rules"]:
         mark = marks.get(rule.get("outcome"), "pass" if rule["passed"] else "FAIL")
         lines.append(f"    {mark:<4} {rule['name']:<22} {rule['detail']}")
