@@ -359,6 +359,8 @@ def run(spec, hardware, run_dir: Path, budget_s: float, cache: Path | None, refr
     spec_path = run_dir / f"autotune_{names.TRAIN_SPEC_JSON}"
     spec_path.write_text(spec.to_json())
 
+    crashes: list[str] = []
+
     def probe_process(t: int, budget: float, only: list[dict] | None) -> dict | None:
         out = run_dir / f"autotune_threads{t}.json"
         args = [sys.executable, "-m", "components.autotune_process", str(spec_path), str(out),
@@ -374,6 +376,10 @@ def run(spec, hardware, run_dir: Path, budget_s: float, cache: Path | None, refr
             )  # fmt: skip
         if proc.returncode != 0:
             logger.warning("autotune probe with %s threads failed (exit %s)", t, proc.returncode)
+            crashes.append(
+                f"the probe with {t or 'default'} threads crashed (exit {proc.returncode}; "
+                f"log: {run_dir / f'autotune_threads{t}.log'})"
+            )
             return None
         return json.loads(out.read_text())
 
@@ -396,7 +402,7 @@ def run(spec, hardware, run_dir: Path, budget_s: float, cache: Path | None, refr
     try:
         winner = choose(results, parity)
     except NoMeasurement:
-        winner = fallback(spec, hardware, budget_s)
+        winner = fallback(spec, hardware, budget_s, crashes)
     report = {
         "hardware": hardware.to_dict(),
         "cache_key": key,
@@ -412,27 +418,29 @@ def run(spec, hardware, run_dir: Path, budget_s: float, cache: Path | None, refr
     }
     (run_dir / AUTOTUNE_JSON).write_text(json.dumps(report, indent=2))
     if cache:
-        entries = _read_cache(cache)
-        entries[key] = {k: v for k, v in report.items() if k not in ("cached", "cache_key")}
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps(entries, indent=2))
+        write_cache(cache, key, report)
     return report
 
 
-def fallback(spec, hardware, budget_s: float) -> dict:
-    """The rule table's recipe, when the probe measured nothing within the budget."""
+def fallback(spec, hardware, budget_s: float, crashes: list[str] | None = None) -> dict:
+    """The rule table's recipe, when the probe measured nothing: because it crashed (named,
+    with its log), or because the budget ran out."""
     from components.precision import choose_recipe
 
     rule = choose_recipe(hardware)
     candidate = Candidate(rule.policy, rule.xla, spec.batch_size, spec.learning_rate)
+    if crashes:
+        why = f"{'; '.join(crashes)}: the rule table's recipe ({rule.reason})"
+    else:
+        why = (
+            f"the probe measured no candidate within {budget_s:.0f} s: the rule table's "
+            f"recipe ({rule.reason}); raise --autotune-budget-s"
+        )
     return {
         "key": candidate.key,
         "candidate": candidate.to_dict(),
         "examples_per_sec": None,
-        "reason": (
-            f"the probe measured no candidate within {budget_s:.0f} s: the rule table's "
-            f"recipe ({rule.reason}); raise --autotune-budget-s"
-        ),
+        "reason": why,
     }
 
 
@@ -440,6 +448,23 @@ def _input_width(spec) -> int:
     from components.trainer_job import input_width
 
     return input_width(spec)
+
+
+def write_cache(cache: Path, key: str, report: dict) -> None:
+    """Adds `report` under `key` to the cache file, whole or not at all: a temporary file
+    beside it, then one rename (runs in other folders share the cache, and a reader must never
+    see half a file)."""
+    import os
+
+    entries = _read_cache(cache)
+    entries[key] = {k: v for k, v in report.items() if k not in ("cached", "cache_key")}
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    staging = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
+    try:
+        staging.write_text(json.dumps(entries, indent=2))
+        staging.replace(cache)
+    finally:
+        staging.unlink(missing_ok=True)
 
 
 def _read_cache(path: Path | None) -> dict:

@@ -386,4 +386,11 @@ def to_markdown(decision: dict) -> str:
         ]
     if decision["failed"]:
         lines += ["", f"Rejected by: {', '.join(decision['failed'])}."]
+    record = decision.get("speed_record")
+    if record:
+        from components.speed_record import lines as speed_lines
+
+        uses = record["gate_uses"]
+        lines += ["", f"## Speed and memory (the gate's min_speedup uses the {uses} ratio)", ""]
+        lines += [f"- {line}" for line in speed_lines(record)]
     return "\n".join(lines) + "\n"

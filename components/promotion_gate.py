@@ -11,7 +11,7 @@ import os
 from tfx import v1 as tfx
 from tfx.types.artifact import Artifact
 
-from components import gate_evidence, gate_rules, infra_validation
+from components import gate_evidence, gate_rules, infra_validation, speed_record
 from components.baseline import majority
 from components.speed_check import SpeedComparison
 from core import names
@@ -150,6 +150,7 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
     }
     result["seeds"] = gate_evidence.seeds_report(fp32, amp, pairs)
     result["speed"] = speed_result
+    result["speed_record"] = speed_record.build(fp32, amp, speed_result)
     result["majority_baseline"] = baseline
     result["serving"] = serving
     production_id = (

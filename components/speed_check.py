@@ -25,6 +25,22 @@ class SpeedComparison(Artifact):
     TYPE_NAME = "amp_pipeline.SpeedComparison"  # KFP v2 needs <namespace>.<Name>
 
 
+def float32_reason(amp: dict) -> str:
+    """Why no precision ratio was measured when the AMP trainer ran float32, in true words:
+    autotune's measured choice, or the rule table's reason for this hardware."""
+    tuned = (amp.get("autotune") or {}).get("winner")
+    same = "the float32 program twice, so no precision ratio"
+    if tuned:
+        return (
+            f"autotune chose float32 ({tuned['key']}: {tuned['reason']}): {same}; the recipe "
+            "ratio is the batch and thread gain, not a precision gain"
+        )
+    return (
+        "the AMP trainer ran float32 (the rule table found no faster precision on its "
+        f"{amp.get('device') or 'hardware'}, or --policy float32 was asked): {same}"
+    )
+
+
 def compare(fp32_run_dir: str, amp_run_dir: str, out_dir: str, rounds: int) -> dict:
     """Runs the side-by-side measurement in a fresh process and returns speed.json's content.
 
@@ -35,10 +51,7 @@ def compare(fp32_run_dir: str, amp_run_dir: str, out_dir: str, rounds: int) -> d
     with open(os.path.join(amp_run_dir, names.FIGURES_JSON)) as f:
         amp = json.load(f)
     if amp["policy"] == "float32":
-        result = {
-            "skipped": "the AMP trainer ran float32 (no faster precision on this hardware): "
-            "both models are the same program"
-        }
+        result = {"skipped": float32_reason(amp)}
     else:
         with open(os.path.join(amp_run_dir, names.TRAIN_SPEC_JSON)) as f:
             spec = json.load(f)

@@ -33,6 +33,53 @@ def worker_pools(target: ClusterTarget, machine: dict) -> list[dict]:
     return pools
 
 
+# vCPUs and GiB per vCPU of Compute Engine's general-purpose families, by machine type prefix.
+MEMORY_PER_CPU_GIB = {
+    "n1-standard": 3.75, "n1-highmem": 6.5, "n1-highcpu": 0.9,
+    "n2-standard": 4.0, "n2-highmem": 8.0, "n2-highcpu": 1.0,
+    "e2-standard": 4.0, "e2-highmem": 8.0, "e2-highcpu": 1.0,
+    "g2-standard": 4.0,
+}  # fmt: skip
+
+
+def machine_resources(machine_type: str) -> tuple[int, float] | None:
+    """(vCPUs, memory GiB) of a Vertex machine type such as n1-standard-8, or None for one whose
+    size is not written in its name (a2-highgpu-1g, ...)."""
+    family, _, size = machine_type.rpartition("-")
+    if family in MEMORY_PER_CPU_GIB and size.isdigit():
+        cpus = int(size)
+        return cpus, cpus * MEMORY_PER_CPU_GIB[family]
+    return None
+
+
+def speed_check_placement(target: ClusterTarget):
+    """place_speed_check for create_pipeline: the SideBySide step requests the trainers'
+    accelerator (type and count of one trainer replica), and on Vertex also the CPUs and
+    memory of the trainers' machine type, so the ratio the gate uses is timed on the hardware
+    the AMP trainer ran on, not on a plain CPU pod."""
+    from kfp.pipeline_spec import pipeline_spec_pb2
+
+    resources = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec
+
+    def place(node):
+        spec = resources()
+        if target.accelerator_count:
+            kind = (
+                target.kubernetes_accelerator
+                if target.target == "kubeflow"
+                else (target.accelerator)
+            )
+            spec.accelerator.CopyFrom(
+                resources.AcceleratorConfig(type=kind, count=target.accelerator_count)
+            )
+        size = machine_resources(target.machine_type) if target.target == "vertex" else None
+        if size is not None:
+            spec.cpu_limit, spec.memory_limit = float(size[0]), float(size[1])
+        return node.with_platform_config(spec) if spec.ByteSize() else node
+
+    return place
+
+
 def trainer_factory(target: ClusterTarget):
     """make_trainer for create_pipeline: Vertex's Trainer on the target's machines, or TFX's
     Trainer requesting the target's GPUs from Kubernetes."""
@@ -117,6 +164,7 @@ def compile_pipeline(
             name="accuracy_tolerance", ptype=float, default=defaults["accuracy_tolerance"]
         ),
         make_trainer=trainer_factory(target),
+        place_speed_check=speed_check_placement(target),
         model_module=model_module,
         beam_pipeline_args=beam_args,
     )

@@ -124,6 +124,13 @@ def local_trainer(node_id: str, **kwargs):
     return tfx.components.Trainer(**kwargs).with_id(node_id)
 
 
+def on_trainer_hardware(node):
+    """Where the side-by-side speed measurement runs. Locally: where the trainers ran (this
+    machine). A cluster runner puts it on the trainers' accelerator (kubeflow/runner.py), so
+    the ratio the gate uses is timed on the hardware the AMP recipe was chosen for."""
+    return node
+
+
 def twin_options(
     config: RunConfig,
     data: DataSpec,
@@ -235,6 +242,7 @@ def create_pipeline(
     accuracy_tolerance,
     amp_train_steps=None,
     make_trainer: TrainerFactory = local_trainer,
+    place_speed_check: Callable[[Any], Any] = on_trainer_hardware,
     model_module: ModuleRef | None = None,
     infra_requested_at: str = "compiled",
     metadata_connection_config=None,
@@ -247,7 +255,8 @@ def create_pipeline(
     Like TFX's penguin template it takes plain arguments; where it runs is the runners'
     business (pipeline/local_runner.py, kubeflow/runner.py): `data_root`, `train_steps` (an
     int) and `accuracy_tolerance` may be runtime parameters, `make_trainer` makes the trainer
-    nodes, and `amp` (twin_options) may leave the precision to the node (`policy="auto"`).
+    nodes, `place_speed_check` puts the SideBySide node on the trainers' hardware, and `amp`
+    (twin_options) may leave the precision to the node (`policy="auto"`).
     `model_module` is the user's model module, used by both trainers and, when it defines one,
     its preprocessing_fn by Transform. `infra_requested_at`: a new value per local run keeps
     the infra validation out of the cache.
@@ -308,11 +317,13 @@ def create_pipeline(
         latency_budget_ms=config.serving_latency_budget_ms,
         requested_at=infra_requested_at,
     ).with_id(INFRA_VALIDATOR)
-    side_by_side = SideBySide(
-        fp32_run=trainer_fp32.outputs["model_run"],
-        amp_run=trainer_amp.outputs["model_run"],
-        rounds=config.speed_rounds,
-    ).with_id(SIDE_BY_SIDE)
+    side_by_side = place_speed_check(
+        SideBySide(
+            fp32_run=trainer_fp32.outputs["model_run"],
+            amp_run=trainer_amp.outputs["model_run"],
+            rounds=config.speed_rounds,
+        ).with_id(SIDE_BY_SIDE)
+    )
     gate = PromotionGate(
         parity_evaluation=evaluator.outputs["evaluation"],
         production_evaluation=evaluator_production.outputs["evaluation"],

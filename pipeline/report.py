@@ -96,10 +96,17 @@ def gate_section(summary: dict) -> list[str]:
             f"{r['detail']} |"
         )
     speed = summary.get("speed") or {}
+    record = summary.get("speed_record")
+    if record:
+        from components.speed_record import lines as speed_lines
+
+        lines += ["", f"Speed and memory (the gate uses the {record['gate_uses']} ratio):", ""]
+        lines += [f"- {line}" for line in speed_lines(record)]
     if speed.get("method"):
         lines += [
             "",
-            f"Speed: {speed['method']}; ratios {', '.join(f'{x:.2f}' for x in speed['ratios'])}.",
+            f"Side by side: {speed['method']}; ratios "
+            f"{', '.join(f'{x:.2f}' for x in speed['ratios'])}.",
         ]
     seeds = summary.get("seeds") or {}
     if len(seeds.get("pairs", [])) > 1:
@@ -249,8 +256,10 @@ def write_report(summary: dict, fp32: dict, amp: dict, out_dir: Path) -> dict[st
         f"AMP recipe {summary['policy']} (XLA {'on' if summary['xla'] else 'off'}, "
         f"loss scaling {'on' if summary['loss_scaling'] else 'off'}): "
         f"{summary['hardware']['reason']}",
-        f"- Speedup: **{number(summary['speedup'], '.2f')}x** examples/sec; memory "
-        f"**{number(summary['memory_ratio'], '.2f')}x** ({summary['fp32']['memory_method']})",
+        f"- Speedup: **{number(summary['speedup'], '.2f')}x** examples/sec "
+        f"({summary.get('speedup_kind', 'precision')} ratio); memory "
+        f"**{number(summary['memory_ratio'], '.2f')}x** (recipe ratio, "
+        f"{summary['fp32']['memory_method']})",
         f"- Accuracy: fp32 {number(summary['fp32']['accuracy'], '.4f')}, amp "
         f"{number(summary['amp']['accuracy'], '.4f')} "
         f"(delta {number(summary['accuracy_delta'], '+.4f')})",

@@ -8,6 +8,7 @@ import math
 import shutil
 from pathlib import Path
 
+from components import speed_record
 from components.precision import Recipe
 from core import names
 from core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_PROMOTED, EXIT_REJECTED
@@ -81,8 +82,9 @@ def build_summary(
     amp_out["dtype_warnings"] = amp.get("dtype_warnings", [])
     trainers_speedup = _ratio(amp["examples_per_sec"], fp32["examples_per_sec"])
     speed = decision.get("speed") or {}
-    # The gate's figure: measured side by side; the trainers' own ratio stays for reference.
-    speedup = (speed.get("ratio") or {}).get("median", trainers_speedup)
+    record = decision.get("speed_record") or speed_record.build(fp32, amp, speed)
+    # The gate's figure: the precision ratio where it was measured, else the recipe ratio.
+    speedup = record[record["gate_uses"]]["ratio"]
     rules = {r["name"]: r for r in decision["rules"]}
     for name, variant in amp.get("tflite", {}).get("variants", {}).items():
         if f"tflite_{name}" in rules:
@@ -116,10 +118,13 @@ def build_summary(
         "amp": amp_out,
         "production": {"accuracy": measured["production_accuracy"]},
         "speedup": speedup,
+        "speedup_kind": record["gate_uses"],
         "speedup_trainers": trainers_speedup,
         "speed": speed,
+        "speed_record": record,
         "seeds": decision.get("seeds"),
-        "memory_ratio": _ratio(amp["peak_memory_mb"], fp32["peak_memory_mb"]),
+        "memory_ratio": record["memory"]["ratio"],
+        "memory_ratio_kind": record["memory"]["kind"],
         "memory_spread_mb": {
             twin: (decision.get("seeds") or {}).get(twin, {}).get("peak_memory_mb")
             for twin in ("fp32", "amp")
@@ -266,21 +271,18 @@ def _serving(report: dict) -> dict:
     return {k: report[k] for k in keys if k in report}
 
 
-def speed_text(summary: dict) -> str:
-    """The gate's speedup with its spread, and the trainers' own ratio next to it."""
-    speed = summary.get("speed") or {}
-    trainers = number(summary.get("speedup_trainers"), ".2f", "x")
-    if speed.get("ratio"):
-        r = speed["ratio"]
-        return (
-            f"{r['median']:.2f}x examples/sec amp/fp32 side by side ({r['n']} rounds: "
-            f"{r['min']:.2f}x-{r['max']:.2f}x); the trainers' own runs: {trainers}"
-        )
-    if speed.get("skipped"):
-        return f"{trainers} examples/sec amp/fp32 (trainers; not measured side by side: " + (
-            f"{speed['skipped']})"
-        )
-    return f"{trainers} examples/sec amp/fp32 (trainers)"
+def speed_lines(summary: dict) -> list[str]:
+    """The speed record: the precision ratio, the recipe ratio and the memory ratio, each with
+    what it was measured at, and which one the gate uses."""
+    record = summary.get("speed_record")
+    if not record:
+        return []
+    first, *rest = speed_record.lines(record)
+    uses = f"  [gate: {record['gate_uses']} ratio]"
+    return [f"  speed        {first}" + (uses if record["gate_uses"] == "precision" else "")] + [
+        f"               {line}" + (uses if i == 0 and record["gate_uses"] == "recipe" else "")
+        for i, line in enumerate(rest)
+    ]
 
 
 def seeds_lines(summary: dict) -> list[str]:
@@ -385,11 +387,7 @@ def format_table(summary: dict) -> str:
     spread = summary.get("distribution")
     if spread:
         lines.append(f"  replicas     {spread['strategy']}: {spread['note']}")
-    lines += [
-        f"  speedup      {speed_text(summary)}",
-        f"  memory       {number(summary['memory_ratio'], '.2f', 'x')} amp/fp32 "
-        f"({fp32['memory_method']})",
-    ]
+    lines += speed_lines(summary)
     slow = summary.get("why_not_faster")
     if slow:
         lines += [f"    why not faster: {reason}" for reason in slow["reasons"]]

@@ -53,6 +53,36 @@ def _finite_metrics(metrics: dict[str, float | None]) -> dict[str, float]:
     } | {k: float(v) for k, v in metrics.items() if isinstance(v, bool)}
 
 
+def speed_metrics(record: dict | None) -> dict:
+    """The precision, recipe and memory ratios as metrics (what each was measured at is in
+    speed_tags)."""
+    if not record:
+        return {}
+    return {
+        "precision_ratio": record["precision"]["ratio"],
+        "recipe_ratio": record["recipe"]["ratio"],
+        "memory_ratio_recipe": record["memory"]["ratio"],
+    }
+
+
+def speed_tags(record: dict | None) -> dict:
+    """What each speed figure was measured at: batch, XLA and threads, and which the gate used."""
+    if not record:
+        return {}
+    from components.speed_record import label
+
+    p = record["precision"]
+    at = p.get("at")
+    return {
+        "speed_gate_uses": record["gate_uses"],
+        "precision_ratio_at": (
+            label({**at, "policy": f"{at['policy']} vs float32"}) if at else p.get("skipped", "")
+        )[:5000],
+        "recipe_ratio_amp_at": label(record["recipe"]["amp"]),
+        "recipe_ratio_fp32_at": label(record["recipe"]["fp32"]),
+    }
+
+
 def readiness_metrics(report: dict | None) -> dict:
     """The readiness check as parent-run metrics."""
     if not report:
@@ -335,6 +365,7 @@ class RunTracker:
             metrics={
                 "speedup": summary["speedup"],
                 "speedup_trainers": summary.get("speedup_trainers"),
+                **speed_metrics(summary.get("speed_record")),
                 "memory_ratio": summary["memory_ratio"],
                 "accuracy_delta": summary["accuracy_delta"],
                 "fp32_accuracy": summary["fp32"]["accuracy"],
@@ -348,6 +379,7 @@ class RunTracker:
             },
             tags={
                 **tags,
+                **speed_tags(summary.get("speed_record")),
                 "decision": summary["status"],
                 "failed_rules": ",".join(summary["gate"]["failed"]) or "none",
                 **readiness_tags(summary),

@@ -114,3 +114,42 @@ def test_the_winner_keeps_the_examples_seen_by_scaling_steps_with_the_batch():
     )
     assert tuned.intra_op_threads == 1
     assert "4x fewer steps" in autotune.scaling_note(spec, {"candidate": c.to_dict()})
+
+
+def test_a_failed_cache_write_leaves_the_cache_as_it_was(tmp_path, monkeypatch):
+    import json
+    from pathlib import Path
+
+    cache = tmp_path / "autotune_cache.json"
+    autotune.write_cache(cache, "a", {"winner": {"key": "one"}, "cached": True})
+    before = cache.read_text()
+    real = Path.write_text
+
+    def half_then_fail(self, text, *args, **kwargs):
+        real(self, text[: len(text) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", half_then_fail)
+    with pytest.raises(OSError):
+        autotune.write_cache(cache, "b", {"winner": {"key": "two"}})
+    monkeypatch.undo()
+    assert cache.read_text() == before  # a reader sees the old cache whole, never half
+    assert json.loads(before) == {"a": {"winner": {"key": "one"}}}
+    assert [p.name for p in tmp_path.iterdir()] == [cache.name]  # no staging file left
+
+
+def test_a_crashed_probe_is_reported_as_a_crash_not_as_the_budget():
+    from components.precision import Hardware
+
+    class Spec:
+        batch_size, learning_rate = 64, 1e-3
+
+    hardware = Hardware(device="cpu", name="test", features=("avx512_bf16",))
+    crashed = autotune.fallback(
+        Spec, hardware, 60, ["the probe with default threads crashed (exit -6; log: x.log)"]
+    )
+    assert "crashed (exit -6" in crashed["reason"] and "budget" not in crashed["reason"]
+    timed_out = autotune.fallback(Spec, hardware, 60)
+    assert (
+        "within 60 s" in timed_out["reason"] and "raise --autotune-budget-s" in timed_out["reason"]
+    )

@@ -135,6 +135,38 @@ def test_vertex_trainers_use_the_vertex_training_extension_on_the_accelerator(co
         assert config["policy"] in ("auto", "float32")  # decided on the GPU node
 
 
+def test_the_speed_measurement_runs_on_the_trainers_accelerator(compiled):
+    """The gate's precision ratio is timed on the trainers' hardware, not on a CPU pod."""
+    kubeflow = json_format.MessageToDict(_spec(compiled["kubeflow"]).deployment_spec)["executors"]
+    trainer = kubeflow["TrainerAmp_executor"]["container"]["resources"]
+    side = kubeflow["SideBySide_executor"]["container"]["resources"]
+    assert side["accelerator"] == trainer["accelerator"] == {"type": "nvidia.com/gpu", "count": "2"}
+    vertex_spec = _spec(compiled["vertex"])
+    vertex = json_format.MessageToDict(vertex_spec.deployment_spec)["executors"]
+    side = vertex["SideBySide_executor"]["container"]["resources"]
+    pool = tasks_param(vertex_spec, "TrainerAmp", "custom_config")["ai_platform_training_args"][
+        "worker_pool_specs"
+    ][0]["machine_spec"]
+    # One trainer replica's accelerators, on a machine the size of the trainers' n1-standard-8.
+    assert side["accelerator"] == {
+        "type": pool["accelerator_type"],
+        "count": str(pool["accelerator_count"]),
+    }
+    assert pool["machine_type"] == "n1-standard-8"
+    assert (side["cpuLimit"], side["memoryLimit"]) == (8.0, 30.0)
+    # Nothing else asks for an accelerator.
+    assert "resources" not in vertex["Transform_executor"]["container"]
+    assert "resources" not in vertex["PromotionGate_executor"]["container"]
+
+
+def test_machine_sizes_come_from_the_machine_type():
+    from kubeflow.runner import machine_resources
+
+    assert machine_resources("n1-standard-8") == (8, 30.0)
+    assert machine_resources("n2-highmem-16") == (16, 128.0)
+    assert machine_resources("a2-highgpu-1g") is None
+
+
 def tasks_param(spec, task: str, name: str) -> dict:
     value = spec.root.dag.tasks[task].inputs.parameters[name]
     return json.loads(value.runtime_value.constant.string_value)

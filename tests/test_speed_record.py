@@ -1,0 +1,83 @@
+"""The speed record: two ratios that say what they were measured at, and which one gates."""
+
+import pytest
+
+from components import speed_record
+from components.gate_stats import median_and_spread
+from components.speed_check import float32_reason
+
+FP32 = {
+    "policy": "float32",
+    "batch_size": 64,
+    "xla": False,
+    "threads": 0,
+    "examples_per_sec": 1000.0,
+    "peak_memory_mb": 400.0,
+    "memory_method": "VmHWM growth",
+}
+# Autotune's recipe: bfloat16 at 4x the batch, 2 threads.
+AMP = {
+    "policy": "mixed_bfloat16",
+    "batch_size": 256,
+    "xla": False,
+    "threads": 2,
+    "examples_per_sec": 3000.0,
+    "peak_memory_mb": 600.0,
+}
+SPEED = {
+    "ratio": median_and_spread([1.3, 1.4, 1.35]),
+    "policy": "mixed_bfloat16",
+    "batch_size": 256,
+    "xla": False,
+    "threads": 2,
+    "method": "3 rounds",
+}
+
+
+def test_precision_and_recipe_ratios_are_kept_apart_and_labelled():
+    record = speed_record.build(FP32, AMP, SPEED)
+    assert record["gate_uses"] == "precision"
+    assert record["precision"]["ratio"] == pytest.approx(1.35)
+    assert record["precision"]["at"] == {
+        "policy": "mixed_bfloat16",
+        "batch_size": 256,
+        "xla": False,
+        "threads": 2,
+    }
+    # The recipe ratio compares AMP at 256 with float32 at 64, and says so.
+    assert record["recipe"]["ratio"] == pytest.approx(3.0)
+    assert not record["recipe"]["same_recipe"]
+    assert record["memory"]["ratio"] == pytest.approx(1.5) and record["memory"]["kind"] == "recipe"
+    text = speed_record.lines(record)
+    assert text[0].startswith(
+        "precision ratio 1.35x (mixed_bfloat16 vs float32, both at batch 256, xla off, threads 2"
+    )
+    assert text[1].startswith(
+        "recipe ratio 3.00x (AMP as trained: mixed_bfloat16, batch 256, xla off, threads 2; "
+    )
+    assert "float32 as trained: float32, batch 64, xla off, threads default" in text[1]
+    assert "AMP at batch 256, float32 at batch 64" in text[2]
+
+
+def test_without_a_side_by_side_measurement_the_recipe_ratio_gates_and_the_reason_is_true():
+    tuned = {
+        **FP32,
+        "batch_size": 256,
+        "examples_per_sec": 1800.0,
+        "autotune": {
+            "winner": {
+                "key": "float32/xla=off/batch=256/threads=2",
+                "reason": "fastest of 4 candidates that kept parity",
+            }
+        },
+    }
+    skipped = {"skipped": float32_reason(tuned)}
+    assert skipped["skipped"].startswith(
+        "autotune chose float32 (float32/xla=off/batch=256/threads=2: fastest of 4"
+    )
+    assert "not a precision gain" in skipped["skipped"]
+    assert "no faster precision on this hardware" not in skipped["skipped"]
+    record = speed_record.build(FP32, tuned, skipped)
+    assert record["gate_uses"] == "recipe" and record["precision"]["ratio"] is None
+    assert record["recipe"]["ratio"] == pytest.approx(1.8)
+    assert speed_record.lines(record)[0].startswith("precision ratio not measured: autotune chose")
