@@ -1,5 +1,5 @@
 """`python -m benchmarks.autotune_check`: does autotune pick a recipe at least as fast as the rule
-table's, and faster where the rule table's is slower than float32? (issue 17's targets)
+table's, and faster where the rule table's is slower than float32?
 
 Per model, on the embedded digits: a first `amp-pipeline autotune` probe picks a winner; a second,
 independent probe (`--autotune-refresh`) measures every candidate again, and the table reads the

@@ -3,7 +3,7 @@
 The rules (measured on the project's machines; benchmarks/RESULTS.md, docs/ARCHITECTURE.md):
 - NVIDIA GPU, compute capability >= 7.0 (tensor cores): mixed_float16, dynamic loss scaling, XLA.
 - TPU, or a CPU with AMX-BF16 or AVX-512 BF16: mixed_bfloat16, no loss scaling, XLA off on CPU
-  (XLA made every policy about 4x slower on those CPUs).
+  (XLA made every policy 1.6-4.6x slower on such a CPU: benchmarks/RESULTS.md, "XLA on CPU").
 - Anything else: float32. Mixed precision there is emulated and slower than float32.
 
 Detection is split from the decision so that tests can fake what detection sees.
@@ -132,7 +132,8 @@ def _auto(hw: Hardware) -> tuple[str, bool, bool, str]:
             False,
             False,
             f"CPU {hw.name} has {', '.join(bf16)}: mixed_bfloat16 without loss scaling; "
-            "XLA off (it made every policy ~4x slower on such CPUs)",
+            "XLA off (it made every policy 1.6-4.6x slower on such a CPU: benchmarks/RESULTS.md, "
+            "'XLA on CPU')",
         )
     return (
         "float32",
@@ -205,7 +206,10 @@ def choose_recipe(hw: Hardware, policy: str = "auto", xla: str = "auto") -> Reci
             "emulated there and usually slower than float32."
         )
     if use_xla and hw.device == "cpu":
-        warnings.append("XLA on a CPU made every policy about 4x slower in our measurements.")
+        warnings.append(
+            "XLA on a CPU made every policy 1.6-4.6x slower in benchmarks/RESULTS.md ('XLA on "
+            "CPU': digits CNN and transformer, AMX Xeon)."
+        )
     return Recipe(
         policy=chosen,
         xla=use_xla,

@@ -1,5 +1,5 @@
-"""The bench under Keras 3's JAX backend (issue 19's GPU path, run here on CPU with tiny sizes,
-through the device script itself), and the largest-batch search."""
+"""The bench under Keras 3's JAX backend (the GPU path of benchmarks/gpu/run.sh, run here on CPU
+with tiny sizes, through the device script itself), and the largest-batch search."""
 
 from __future__ import annotations
 
