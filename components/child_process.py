@@ -12,16 +12,30 @@ import threading
 import time
 
 
-def die_with_parent() -> None:
-    """`preexec_fn` of a child: SIGTERM when the parent dies (Linux prctl PR_SET_PDEATHSIG)."""
+def _resolve_prctl():
+    """libc's prctl, resolved once in the parent (the symbols already loaded in this process:
+    no library search, no subprocess), or None where there is none (not Linux)."""
     import ctypes
-    import ctypes.util
 
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        pass  # not Linux: watch_parent in the child remains
+        return None
+
+
+_PRCTL = _resolve_prctl()
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """`preexec_fn` of a child: SIGTERM when the parent dies (Linux prctl PR_SET_PDEATHSIG).
+
+    It runs between fork and exec, where a multi-threaded parent's child may only do
+    async-signal-safe work: one system call through a function pointer resolved at import,
+    nothing that searches for libraries or starts processes."""
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    # else not Linux: watch_parent in the child remains
 
 
 def watch_parent(interval: float = 1.0) -> None:

@@ -11,6 +11,7 @@ On a local or POSIX file system the rename is atomic. On object stores (gs://) t
 atomic rename: the copy goes straight to the version folder, as TFX's own Pusher does.
 """
 
+import errno
 import logging
 import os
 import shutil
@@ -42,17 +43,24 @@ def publish(source: Path, base: Path, now: float | None = None) -> Path:
     version = max(int(now if now is not None else time.time()), (present[-1] + 1) if present else 0)
     staging = base / f"{PARTIAL_PREFIX}{version}-{uuid.uuid4().hex[:8]}"
     shutil.copytree(source, staging)
-    for _ in range(1000):
-        target = base / str(version)
-        try:
+    try:
+        for _ in range(1000):
+            target = base / str(version)
             if target.exists():
-                raise FileExistsError(target)
-            os.rename(staging, target)  # atomic; refuses a non-empty target
-            return target
-        except OSError:
-            version += 1  # taken by a push in the same second
-    shutil.rmtree(staging, ignore_errors=True)
-    raise RuntimeError(f"no free version number under {base}")
+                version += 1  # taken by a push in the same second
+                continue
+            try:
+                os.rename(staging, target)  # atomic; refuses a non-empty target
+                return target
+            except OSError as e:
+                if e.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise OSError(
+                        e.errno, f"cannot publish {staging.name} as {target}: {e.strerror}"
+                    ) from e
+                version += 1  # another push took it between the check and the rename
+        raise RuntimeError(f"no free version number under {base} after 1000 tries")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # gone after a rename; removed otherwise
 
 
 def publish_remote(source: str, base: str) -> str:

@@ -181,12 +181,14 @@ class ModelRepository:
             servable = self._loader(name, version, path)
         except Exception as e:  # noqa: BLE001 - a bad or half-copied version must not stop serving
             message = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-            if self._load_errors.get((name, version)) != message:
+            with self._lock:  # status() and get() read the errors under the lock
+                new = self._load_errors.get((name, version)) != message
+                self._load_errors[(name, version)] = message
+            if new:
                 logger.warning("model %s version %d: load failed (%s)", name, version, message)
-            self._load_errors[(name, version)] = message
             return None
-        self._load_errors.pop((name, version), None)
         with self._lock:
+            self._load_errors.pop((name, version), None)
             self._loaded.setdefault(name, {})[version] = servable
             self._last_used[(name, version)] = time.monotonic()
             self._evict(name)
@@ -227,7 +229,8 @@ class ModelRepository:
             return sorted(self._newest)
 
     def _unavailable(self, name: str) -> ServingError:
-        """A model on disk with no version that can serve: UNAVAILABLE, naming why."""
+        """A model on disk with no version that can serve: UNAVAILABLE, naming why (called with
+        the lock held)."""
         failed = {v: e for (n, v), e in self._load_errors.items() if n == name}
         detail = "; ".join(f"version {v} failed to load: {e}" for v, e in sorted(failed.items()))
         return unavailable(
@@ -261,11 +264,13 @@ class ModelRepository:
                 )
             servable = self._load(name, version, path)
             if servable is None:
+                with self._lock:
+                    error = self._load_errors.get((name, version), "load failed")
                 raise not_found(
-                    f"Servable not found for request: Specific({name}, {version}): "
-                    f"{self._load_errors.get((name, version), 'load failed')}"
+                    f"Servable not found for request: Specific({name}, {version}): {error}"
                 )
-        self._last_used[(name, version)] = time.monotonic()
+        with self._lock:
+            self._last_used[(name, version)] = time.monotonic()
         return servable
 
     def status(self, name: str, version: int | None = None) -> list[dict]:

@@ -55,3 +55,23 @@ def test_a_push_that_dies_mid_copy_leaves_no_version_and_is_cleaned_up(tmp_path,
     assert sorted(version_dirs(base)) == [1000]
     assert clean_partial_pushes(tmp_path / "serving") == partial
     assert sorted(p.name for p in base.iterdir()) == ["1000"]
+
+
+def test_a_failed_rename_names_its_errno_and_leaves_nothing_behind(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    source = tmp_path / "model"
+    source.mkdir()
+    (source / "saved_model.pb").write_bytes(b"x")
+    base = tmp_path / "serving" / "digits"
+
+    def read_only(src, dst):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(os, "rename", read_only)
+    with pytest.raises(OSError, match="Read-only file system") as caught:
+        publish(source, base, now=100)
+    assert caught.value.errno == errno.EROFS
+    assert "no free version" not in str(caught.value)
+    assert list(base.iterdir()) == []  # no version, no staging folder

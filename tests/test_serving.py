@@ -334,3 +334,44 @@ def test_gate_rule_carries_the_infra_validation_reason():
         }
     )
     assert passed.passed and passed.value == 4.0
+
+
+def test_load_errors_are_only_touched_under_the_lock_their_readers_hold(tmp_path):
+    """status() and get() read the load errors under the repository's lock while the poller
+    writes them: every write and read must hold it too."""
+    base = _pushed(tmp_path, "digits", [1, 2, 3])
+    for v in (2, 3):
+        (base / str(v) / "BROKEN").write_text("")
+    repo = ModelRepository(tmp_path, loader=_FakeServable)
+    unlocked = []
+
+    class Guarded(dict):
+        def _check(self, op):
+            if not repo._lock.locked():
+                unlocked.append(op)
+
+        def __setitem__(self, key, value):
+            self._check("write")
+            super().__setitem__(key, value)
+
+        def pop(self, *args):
+            self._check("pop")
+            return super().pop(*args)
+
+        def get(self, *args):
+            self._check("read")
+            return super().get(*args)
+
+        def items(self):
+            self._check("read")
+            return super().items()
+
+    repo._load_errors = Guarded()
+    repo.refresh()  # versions 3 and 2 fail, 1 serves
+    assert [s["state"] for s in repo.status("digits")] == ["END", "END", "AVAILABLE"]
+    with pytest.raises(ServingError):
+        repo.get("digits", 3)  # loads on request, fails, names the error
+    (base / "3" / "BROKEN").unlink()
+    repo.refresh()  # version 3 now loads: its error is dropped
+    assert repo.get("digits").version == 3
+    assert unlocked == []

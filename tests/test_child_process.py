@@ -1,0 +1,34 @@
+"""Children that die with their parent, set up without unsafe work between fork and exec."""
+
+import subprocess
+import sys
+
+PR_GET_PDEATHSIG = (
+    "import ctypes, signal; libc = ctypes.CDLL(None); v = ctypes.c_int(); "
+    "libc.prctl(2, ctypes.byref(v), 0, 0, 0); print(v.value)"  # 2 = PR_GET_PDEATHSIG
+)
+
+
+def test_the_child_gets_sigterm_as_death_signal_without_a_library_search(monkeypatch):
+    import ctypes.util
+
+    from components.child_process import die_with_parent
+
+    def no_search(*args, **kwargs):
+        raise AssertionError("find_library runs a subprocess: unsafe in a preexec_fn")
+
+    # Anything that searches for libraries or starts processes in the forked child fails.
+    monkeypatch.setattr(ctypes.util, "find_library", no_search)
+    out = subprocess.run(
+        [sys.executable, "-c", PR_GET_PDEATHSIG],
+        capture_output=True,
+        text=True,
+        check=True,
+        preexec_fn=die_with_parent,
+    )
+    assert out.stdout.strip() == "15"  # SIGTERM
+    # Without it a child has no death signal: the check above measures something.
+    plain = subprocess.run(
+        [sys.executable, "-c", PR_GET_PDEATHSIG], capture_output=True, text=True, check=True
+    )
+    assert plain.stdout.strip() == "0"
