@@ -157,7 +157,7 @@ def _counts(text: str) -> tuple[int, ...]:
 def add_serving_parser(sub) -> None:
     bench = sub.add_parser(
         "bench-serving",
-        help="load benchmark: concurrent gRPC clients vs the SavedModel called in process",
+        help="load benchmark: concurrent gRPC and REST clients vs the SavedModel in process",
     )
     bench.add_argument(
         "--model-dir",
@@ -174,6 +174,12 @@ def add_serving_parser(sub) -> None:
     bench.add_argument("--clients", type=positive, default=8, help="(default: 8)")
     bench.add_argument(
         "--duration", type=positive_float, default=20.0, help="seconds per setting (default: 20)"
+    )
+    bench.add_argument(
+        "--protocols",
+        type=_names(("grpc", "rest")),
+        default=("grpc", "rest"),
+        help="comma-separated of grpc,rest (default: both)",
     )
     bench.add_argument("--grpc-port", type=port, default=0, help="(default: a free port)")
     bench.add_argument("--rest-port", type=port, default=0, help="(default: a free port)")
@@ -198,11 +204,11 @@ def cmd_bench_serving(args: argparse.Namespace) -> int:
     ports = tuple(p or free_port() for p in (args.grpc_port, args.rest_port))
     print(
         f"amp-pipeline bench-serving: {args.clients} clients x {args.duration:.0f} s, "
-        "batching on, batching off, in process"
+        f"{' and '.join(args.protocols)}, batching on, batching off, in process"
     )
     try:
         result = serving_load.run_serving_bench(
-            args.model_dir, examples, args.clients, args.duration, ports
+            args.model_dir, examples, args.clients, args.duration, ports, tuple(args.protocols)
         )
     except ValueError as e:
         print(f"amp-pipeline: error: --model-dir {e}", file=sys.stderr)

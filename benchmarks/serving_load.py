@@ -1,4 +1,4 @@
-"""Load benchmark of the local server: N concurrent gRPC clients for a bounded time.
+"""Load benchmark of the local server: N concurrent gRPC or REST clients for a bounded time.
 
 For each server setting (batching on, batching off) the server runs as `amp-pipeline serve` in
 its own process, so that its threads do not share a GIL with the clients; the baseline calls the
@@ -97,6 +97,24 @@ def grpc_call_factory(config: ClientConfig, model: str, examples: list[bytes]):
     return make_call
 
 
+def rest_call_factory(config: ClientConfig, model: str, examples: list[bytes]):
+    """Each client: its own HTTP connection per request, as urllib makes them; no retries, so a
+    reset connection counts as an error."""
+    import base64
+    import dataclasses
+
+    rows = [{"b64": base64.b64encode(e).decode()} for e in examples]
+
+    def make_call():
+        client = ServingClient(dataclasses.replace(config, retries=0))
+        return lambda: client.rest_predict(model, instances=rows)
+
+    return make_call
+
+
+PROTOCOLS = {"grpc": grpc_call_factory, "rest": rest_call_factory}
+
+
 def start_server(model_dir: Path, batching: bool, grpc_port: int, rest_port: int):
     args = [
         sys.executable,
@@ -161,8 +179,10 @@ def run_serving_bench(
     clients: int,
     duration_s: float,
     ports: tuple[int, int],
+    protocols: tuple[str, ...] = ("grpc", "rest"),
 ) -> dict:
-    """Server with batching, server without, and the in-process baseline; one result each."""
+    """Server with batching, server without (over each of `protocols`), and the in-process
+    baseline; one result each."""
     from serving.repository import version_dirs
 
     versions = version_dirs(model_base)
@@ -173,13 +193,14 @@ def run_serving_bench(
     for batching in (True, False):
         process = start_server(model_base, batching, *ports)
         try:
-            factory = grpc_call_factory(
-                ClientConfig(grpc_port=ports[0], rest_port=ports[1]), model_base.name, examples
-            )
-            load(factory, clients, min(2.0, duration_s))  # warm-up
-            results[f"server, batching {'on' if batching else 'off'}"] = load(
-                factory, clients, duration_s
-            )
+            for protocol in protocols:
+                factory = PROTOCOLS[protocol](
+                    ClientConfig(grpc_port=ports[0], rest_port=ports[1]), model_base.name, examples
+                )
+                load(factory, clients, min(2.0, duration_s))  # warm-up
+                results[f"server {protocol}, batching {'on' if batching else 'off'}"] = load(
+                    factory, clients, duration_s
+                )
         finally:
             stop_server(process)
     factory = in_process_factory(version_dir, examples)
@@ -215,8 +236,8 @@ def to_markdown(result: dict) -> str:
     lines = [
         f"Model `{result['model']}` version {result['version']}, "
         f"{result['examples_per_request']} example(s) per request, {result['clients']} concurrent "
-        f"gRPC clients for {result['duration_s']:.0f} s each, on {m['cpu']} ({m['cores']} cores), "
-        "loopback.",
+        f"clients for {result['duration_s']:.0f} s each, on {m['cpu']} ({m['cores']} cores), "
+        "loopback. REST clients open a connection per request and do not retry.",
         "",
         "| setting | requests | errors | throughput req/s | p50 ms | p99 ms |",
         "|---|---:|---:|---:|---:|---:|",

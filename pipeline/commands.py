@@ -9,7 +9,7 @@ from pathlib import Path
 
 from core import argtypes, names
 from core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_REJECTED, InputError
-from pipeline import flags
+from pipeline import flags, predict
 
 
 def add_parsers(sub) -> None:
@@ -149,6 +149,7 @@ def add_parsers(sub) -> None:
     flags.add_csv_flags(tune)
 
     sub.add_parser("doctor", help="show the hardware and the precision recipe auto would pick")
+    predict.add_parser(sub)
 
 
 def error(message) -> int:
@@ -253,6 +254,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {
+    "predict": predict.cmd_predict,
     "run": cmd_run,
     "check-model": cmd_check_model,
     "inspect": cmd_inspect,

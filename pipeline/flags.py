@@ -222,6 +222,25 @@ def add_beam_flags(p: argparse.ArgumentParser) -> None:
 
 def add_csv_flags(p: argparse.ArgumentParser) -> None:
     """How CSV inputs are read: `run`, `compile`, `check-model` and `inspect` read them alike."""
+    add_csv_reading_flags(p)
+    p.add_argument(
+        "--keep-columns",
+        type=argtypes.names,
+        default=(),
+        metavar="LIST",
+        help="columns to keep as features although they look ID-like, constant, free text or dates",
+    )
+    p.add_argument(
+        "--drop-columns",
+        type=argtypes.names,
+        default=(),
+        metavar="LIST",
+        help="columns never to use as features",
+    )
+
+
+def add_csv_reading_flags(p: argparse.ArgumentParser) -> None:
+    """How a CSV file's cells are read (also `predict --csv`)."""
     p.add_argument(
         "--na-values",
         type=lambda text: tuple(v for v in text.split(",")),
@@ -241,20 +260,6 @@ def add_csv_flags(p: argparse.ArgumentParser) -> None:
         type=argtypes.encoding,
         default="utf-8",
         help="text encoding of the CSV files (default: %(default)s)",
-    )
-    p.add_argument(
-        "--keep-columns",
-        type=argtypes.names,
-        default=(),
-        metavar="LIST",
-        help="columns to keep as features although they look ID-like, constant, free text or dates",
-    )
-    p.add_argument(
-        "--drop-columns",
-        type=argtypes.names,
-        default=(),
-        metavar="LIST",
-        help="columns never to use as features",
     )
 
 

@@ -1,23 +1,22 @@
-"""`amp-pipeline serve`, `predict`, `deploy-files`, `bench-serving`: flags in, library calls out."""
+"""`amp-pipeline serve`, `deploy-files`: flags in, library calls out (`predict` is
+pipeline/predict.py: it reads CSV with the training reader)."""
 
 from __future__ import annotations
 
 import argparse
-import csv
 import logging
 import signal
 import sys
 import threading
 from pathlib import Path
 
-from core import names
 from core.argtypes import port, positive, positive_float
 from core.errors import EXIT_BAD_INPUT, EXIT_FAILED
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-def _add_endpoint_flags(p: argparse.ArgumentParser) -> None:
+def add_endpoint_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="server address (default: %(default)s)")
     p.add_argument("--grpc-port", type=port, default=8500, help="(default: %(default)s)")
     p.add_argument("--rest-port", type=port, default=8501, help="(default: %(default)s)")
@@ -33,7 +32,7 @@ def add_parsers(sub) -> None:
         type=Path,
         help="a pushed model (<dir>/<version>/) or a serving folder of them (output/serving)",
     )
-    _add_endpoint_flags(serve)
+    add_endpoint_flags(serve)
     serve.add_argument("--model-name", help="serve only this model / name the single model")
     serve.add_argument(
         "--poll-seconds",
@@ -61,27 +60,6 @@ def add_parsers(sub) -> None:
         type=positive,
         default=1,
         help="batches run at once (default: 1)",
-    )
-
-    predict = sub.add_parser("predict", help="send CSV rows to a TF Serving (or local) server")
-    predict.add_argument("--model", required=True, help="served model name")
-    predict.add_argument("--csv", type=Path, help="rows to predict; a column per raw feature")
-    predict.add_argument(
-        "--metadata", action="store_true", help="print the model's signatures and exit"
-    )
-    _add_endpoint_flags(predict)
-    predict.add_argument(
-        "--protocol", choices=("grpc", "rest"), default="grpc", help="(default: %(default)s)"
-    )
-    predict.add_argument("--version", type=int, help="a model version (default: the newest)")
-    predict.add_argument(
-        "--signature",
-        default=names.RAW_SIGNATURE,
-        help="signature taking raw features (default: %(default)s)",
-    )
-    predict.add_argument("--timeout", type=positive_float, default=10.0, help="seconds per call")
-    predict.add_argument(
-        "--retries", type=int, default=3, help="retries on UNAVAILABLE (default: %(default)s)"
     )
 
     deploy = sub.add_parser(
@@ -157,117 +135,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_rows(path: Path, inputs: dict) -> dict:
-    """CSV columns -> one array per signature input, in the input's dtype."""
-    import numpy as np
-    import tensorflow as tf
-
-    from core.errors import InputError
-    from core.names import FALSE_VALUES, TRUE_VALUES, sanitize_names
-
-    if not path.is_file():
-        raise InputError(f"--csv {path}: no such file")
-    with open(path, newline="", encoding="utf-8-sig") as f:
-        reader = csv.reader(f)
-        header = next(reader, [])
-        # Columns as the training data wrote them: the signature's inputs are their sanitised
-        # feature names (the pipeline's ingestion uses the same function).
-        names = sanitize_names(header)
-        rows = [dict(zip(names, r, strict=False)) for r in reader if r]
-    if not rows:
-        raise InputError(f"--csv {path}: no rows")
-    booleans = {**dict.fromkeys(TRUE_VALUES, "1"), **dict.fromkeys(FALSE_VALUES, "0")}
-    missing = sorted(set(inputs) - set(rows[0]))
-    if missing:
-        raise InputError(
-            f"--csv {path}: column '{missing[0]}' is missing (the model needs {sorted(inputs)})"
-        )
-    arrays = {}
-    for name, dtype_enum in inputs.items():
-        dtype = tf.dtypes.as_dtype(dtype_enum)
-        values = []
-        for i, row in enumerate(rows, start=2):
-            text = row.get(name, "").strip()
-            if dtype != tf.string:
-                text = booleans.get(text, text)
-            if text == "" and dtype != tf.string:
-                raise InputError(f"--csv {path}: line {i}, column '{name}' is empty")
-            try:
-                values.append(text.encode() if dtype == tf.string else float(text))
-            except ValueError:
-                raise InputError(
-                    f"--csv {path}: line {i}, column '{name}': '{text}' is not a number"
-                ) from None
-        arrays[name] = np.array(
-            values, dtype=object if dtype == tf.string else dtype.as_numpy_dtype
-        )
-    return arrays
-
-
-def cmd_predict(args: argparse.Namespace) -> int:
-    from core.errors import InputError
-    from serving.client import ClientConfig, ClientError, ServingClient
-
-    client = ServingClient(
-        ClientConfig(args.host, args.grpc_port, args.rest_port, args.timeout, args.retries)
-    )
-    try:
-        if args.protocol == "grpc":
-            signatures, version = client.metadata(args.model, args.version)
-            sigs = {k: {i: t.dtype for i, t in v.inputs.items()} for k, v in signatures.items()}
-        else:
-            meta = client.rest_metadata(args.model, args.version)
-            version = int(meta["model_spec"]["version"])
-            sigs = _rest_signatures(meta)
-        if args.metadata:
-            print(f"model {args.model} version {version}")
-            for name, inputs in sorted(sigs.items()):
-                print(f"  {name}: inputs {sorted(inputs)}")
-            return 0
-        if args.csv is None:
-            raise InputError("--csv is required (or --metadata)")
-        if args.signature not in sigs:
-            raise InputError(f"--signature {args.signature}: the model has {sorted(sigs)}")
-        arrays = _read_rows(args.csv, sigs[args.signature])
-        if args.protocol == "grpc":
-            out = client.predict(args.model, arrays, args.signature, args.version)
-            classes = [c.decode() if isinstance(c, bytes) else str(c) for c in out["classes"]]
-            probs = out[names.PROBABILITIES].tolist()
-        else:
-            columns = {
-                k: [v.decode() if isinstance(v, bytes) else v for v in a.tolist()]
-                for k, a in arrays.items()
-            }
-            out = client.rest_predict(
-                args.model, inputs=columns, signature=args.signature, version=args.version
-            )["outputs"]
-            classes, probs = out[names.CLASSES], out[names.PROBABILITIES]
-    except InputError as e:
-        print(f"amp-pipeline: error: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except ClientError as e:
-        print(f"amp-pipeline: error: {e}", file=sys.stderr)
-        return EXIT_FAILED
-    finally:
-        client.close()
-    print(f"model {args.model} version {version} ({args.protocol})")
-    print("row  class  probability")
-    for i, (c, p) in enumerate(zip(classes, probs, strict=True)):
-        print(f"{i:>3}  {c:<5}  {max(p):.4f}")
-    return 0
-
-
-def _rest_signatures(meta: dict) -> dict:
-    """{signature: {input: DataType enum}} from the REST metadata JSON."""
-    from tensorflow.core.framework import types_pb2
-
-    defs = meta["metadata"]["signature_def"]["signature_def"]
-    return {
-        name: {k: types_pb2.DataType.Value(v["dtype"]) for k, v in sig.get("inputs", {}).items()}
-        for name, sig in defs.items()
-    }
-
-
 def cmd_deploy_files(args: argparse.Namespace) -> int:
     from serving import deploy
     from serving.batching import BatchingConfig
@@ -290,6 +157,5 @@ def cmd_deploy_files(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "serve": cmd_serve,
-    "predict": cmd_predict,
     "deploy-files": cmd_deploy_files,
 }

@@ -36,6 +36,10 @@ PATH = re.compile(
 class RestServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # The listen backlog. socketserver's default of 5 made the kernel drop connections beyond
+    # the fifth waiting one: 64 concurrent clients saw resets and a 1-second tail (the SYN
+    # retry). Connections beyond this many waiting ones are refused by the kernel.
+    request_queue_size = 1024
 
     def __init__(self, address: tuple[str, int], core: PredictionCore, max_request_bytes: int):
         super().__init__(address, RestHandler)

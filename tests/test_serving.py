@@ -375,3 +375,32 @@ def test_load_errors_are_only_touched_under_the_lock_their_readers_hold(tmp_path
     repo.refresh()  # version 3 now loads: its error is dropped
     assert repo.get("digits").version == 3
     assert unlocked == []
+
+
+def test_the_rest_server_queues_64_connections_that_arrive_at_once():
+    """64 clients connecting in the same instant all complete their handshake while the server
+    is busy (not accepting): the listen backlog holds them. With socketserver's default of 5,
+    the kernel dropped all but about 6 and the rest waited for a SYN retry or were reset."""
+    import socket
+
+    from serving.rest import RestServer
+
+    server = RestServer(("127.0.0.1", 0), core=None, max_request_bytes=1024)
+    clients = []
+    try:
+        for _ in range(64):
+            s = socket.socket()
+            s.settimeout(0.5)
+            clients.append(s)
+        connected = 0
+        for s in clients:
+            try:
+                s.connect(server.server_address)
+                connected += 1
+            except OSError:
+                pass
+        assert connected == 64
+    finally:
+        for s in clients:
+            s.close()
+        server.server_close()
