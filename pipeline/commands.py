@@ -189,6 +189,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(
             f"  mlflow       {m['tracking_uri']} (experiment {m['experiment']}, run {m['run_id']})"
         )
+        if m.get("error"):
+            print(f"  mlflow       NOT RECORDED: {m['error']} (the decision stands)")
     return summary["exit_code"]
 
 

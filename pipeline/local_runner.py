@@ -100,6 +100,34 @@ def _track_success(tracker, latest, result: dict, config: RunConfig, tags: dict)
     tracker.close()
 
 
+def track_after_decision(track, tracker, result: dict, output: Path) -> None:
+    """Runs `track` (MLflow's child runs, report and registry) once the gate has decided and
+    the Pusher has published. A tracking failure then must not turn the run into "failed"
+    while the serving folder holds the model it pushed: the decision and its exit code stand,
+    and run_summary.json, the table and the parent run (when it can still be written) say
+    what was not recorded."""
+    from pipeline import summary
+
+    try:
+        track()
+    except Exception as e:  # noqa: BLE001 - the decision stands (a signal is not an Exception)
+        first = str(e).splitlines()[0] if str(e) else ""
+        error = f"{type(e).__name__}: {first}"
+        logger.exception("MLflow tracking failed after the gate decided")
+        pushed = result.get("exports", {}).get("saved_model")
+        stands = f"; the push stands: {pushed}" if pushed else ""
+        result["mlflow"] = {**_mlflow_ids(tracker), "error": error}
+        result.setdefault("warnings", []).append(
+            f"MLflow tracking failed after the decision ({error}): the decision is "
+            f"{result['status']}{stands}; the registry and child runs were not written"
+        )
+        summary.write_summary(result, output)
+        try:
+            tracker.fail(f"tracking after the decision: {error}")
+        except Exception:  # noqa: BLE001 - the tracking server itself may be what failed
+            logger.warning("the MLflow parent run could not be marked FAILED either")
+
+
 def run(config: RunConfig, console: TextIO) -> dict:
     """Runs the whole pipeline and returns run_summary.json's content (also written to disk).
 
@@ -211,7 +239,12 @@ def _run_locked(config: RunConfig) -> dict:
 
                 paths = write_deployment(config.serving_dir, output / "deploy")
                 result["deploy"] = {k: str(v) for k, v in paths.items()}
-            _track_success(tracker, outputs, result, config, tags)
+            track_after_decision(
+                lambda: _track_success(tracker, outputs, result, config, tags),
+                tracker,
+                result,
+                output,
+            )
         except Interrupted as e:
             with deferred():  # a second Ctrl-C must not cut the clean-up short
                 where = f" during {progress.current}" if progress.current else ""
