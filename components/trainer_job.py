@@ -296,8 +296,22 @@ def dataset_arrays(ds, max_rows: int) -> tuple:
     return np.concatenate(xs)[:max_rows], np.concatenate(ys)[:max_rows]
 
 
+def served_probabilities(saved_model_dir: str, x: np.ndarray, batch: int = 1024) -> np.ndarray:
+    """The probabilities the exported serving SavedModel itself gives the Transform output `x`
+    (its predict_features signature, read back from disk)."""
+    import tensorflow as tf
+
+    serve = tf.saved_model.load(saved_model_dir).signatures[names.FEATURES_SIGNATURE]
+    out = [
+        serve(x=tf.constant(x[i : i + batch], tf.float32))[names.PROBABILITIES].numpy()
+        for i in range(0, len(x), batch)
+    ]
+    return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
+
+
 def export_edge_models(spec: TrainSpec, model, train_ds, eval_x, eval_y) -> dict:
-    """TFLite variants under `<serving_model_dir>/tflite/`, with parity on the eval split."""
+    """TFLite variants under `<serving_model_dir>/tflite/`, with parity on the eval split
+    against the exported serving SavedModel (what TF Serving answers), read back from disk."""
     from components.tflite_export import ParityThresholds, export_tflite
     from core.data_spec import DataSpec
 
@@ -313,7 +327,7 @@ def export_edge_models(spec: TrainSpec, model, train_ds, eval_x, eval_y) -> dict
         Path(spec.serving_model_dir) / "tflite",
         eval_x,
         eval_y,
-        reference.predict(eval_x, verbose=0),
+        served_probabilities(spec.serving_model_dir, eval_x),
         train_x,
         list(data.classes),
         {
@@ -384,7 +398,7 @@ def train_and_export(spec: TrainSpec, strategy=None) -> dict:
     """Trains (data-parallel under `strategy`, when given), evaluates, exports the serving
     SavedModel, and returns the measured figures."""
     from components import amp_rules
-    from components.export import export_serving_model
+    from components.export import artifact_dtypes, check_artifact, export_serving_model
     from components.loss_scale import LossScaleCollapse, LossScaleMonitor
     from components.perf import PeakMemory, StepTimer
 
@@ -433,9 +447,17 @@ def train_and_export(spec: TrainSpec, strategy=None) -> dict:
     report = {"policy": spec.policy, "layers": layers, "warnings": dtype_warnings}
     serving = float32_rebuild(spec, model) if spec.serving_precision == "float32" else model
     export_serving_model(serving, spec.transform_output, spec.serving_model_dir, spec.data_spec)
+    # Checked on the artifact as written and read back, not on the model in memory.
+    report["artifact"] = artifact_dtypes(spec.serving_model_dir)
     (Path(spec.serving_model_dir) / names.DTYPE_REPORT_JSON).write_text(
         json.dumps(report, indent=2)
     )
+    problems = check_artifact(report["artifact"], spec.serving_precision)
+    if problems:
+        raise ValueError(
+            f"the exported serving model {spec.serving_model_dir} is not what it should be: "
+            + "; ".join(problems)
+        )
     eval_x, eval_y = dataset_arrays(eval_ds, MAX_EVAL_EXAMPLES)
     tflite = export_edge_models(spec, model, train_ds, eval_x, eval_y)
     first = {

@@ -29,6 +29,7 @@ SPEED_JSON = "speed.json"
 SERVING_SIGNATURE = "serving_default"
 RAW_SIGNATURE = "predict_raw"
 TRANSFORM_SIGNATURE = "transform_features"
+FEATURES_SIGNATURE = "predict_features"  # the Transform output `x`, as the TFLite models take it
 PROBABILITIES = "probabilities"
 CLASS_IDS = "class_ids"
 CLASSES = "classes"
