@@ -109,7 +109,8 @@ def run_once(out: Path, *args: str, hog_during: str | None = None) -> dict:
         "fp32_accuracy": summary["fp32"]["accuracy"],
         "amp_accuracy": summary["amp"]["accuracy"],
         "parity": {
-            k: rules["accuracy_parity"].get(k) for k in ("outcome", "value", "interval", "n")
+            k: rules["accuracy_parity"].get(k)
+            for k in ("outcome", "value", "interval", "n", "seeds", "discordant")
         },
         "hog_seconds": hogged,
         "args": list(args),

@@ -55,7 +55,9 @@ class Rule:
     detail: str
     skipped: bool = False
     interval: tuple[float, float] | None = None
-    n: int | None = None
+    n: int | None = None  # distinct examples (evidence rules)
+    seeds: int | None = None  # seeds each example was scored under (accuracy parity)
+    discordant: dict | None = None  # paired rules: outcomes only one of the two models got right
     test: str = "point estimate"
     outcome: str = ""  # pass, fail, unproven or skipped; derived when empty
 
@@ -78,6 +80,8 @@ def from_evidence(name: str, evidence: dict, threshold: float) -> Rule:
         evidence["reason"],
         interval=tuple(evidence["interval"]),
         n=evidence["n"],
+        seeds=evidence.get("seeds"),
+        discordant=evidence.get("discordant"),
         test=evidence["test"],
         outcome=evidence["outcome"],
     )

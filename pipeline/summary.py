@@ -396,10 +396,10 @@ def format_table(summary: dict) -> str:
         f"  gate         {verdict}"
         + (f": failed {', '.join(gate['failed'])}" if gate["failed"] else ""),
     ]
-    marks = {"skipped": "skip", "pass": "pass", "fail": "FAIL", "unproven": "NOT PROVEN"}
+    marks = {"skipped": "skip", "pass": "pass", "fail": "FAIL", "unproven": "unproven"}
     for rule in gate["rules"]:
         mark = marks.get(rule.get("outcome"), "pass" if rule["passed"] else "FAIL")
-        lines.append(f"    {mark:<4} {rule['name']:<22} {rule['detail']}")
+        lines.append(f"    {mark:<8} {rule['name']:<22} {rule['detail']}")
     for name, v in summary["exports"].get("tflite", {}).items():
         if v.get("converted"):
             lines.append(

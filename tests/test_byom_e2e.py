@@ -52,7 +52,7 @@ def test_custom_layer_example_is_rejected_and_its_bad_layer_named(out):
     assert "readiness    1 finding(s) under mixed_bfloat16" in result.stdout
     assert "layer 'recenter' (Recenter) differs from float32" in result.stdout
     assert "with dtype='float32'" in result.stdout
-    assert "FAIL accuracy_parity" in result.stdout
+    assert "FAIL     accuracy_parity" in result.stdout
     summary = _summary(out)
     assert summary["status"] == "rejected" and summary["model"] == "module:custom_layer.py"
     readiness = summary["readiness"]

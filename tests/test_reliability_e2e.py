@@ -197,7 +197,7 @@ def test_a_useless_model_is_rejected_however_close_its_twins_are(tmp_path):
         "--tflite", "none", "--accuracy-tolerance", "1", "--min-speedup", "0",
     )  # fmt: skip
     assert result.returncode == 3, result.stdout + result.stderr
-    assert "FAIL beats_majority" in result.stdout
+    assert "FAIL     beats_majority" in result.stdout
     decision = json.loads((out / "decision.json").read_text())
     assert "beats_majority" in decision["failed"]
     baseline = decision["majority_baseline"]
