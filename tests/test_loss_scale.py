@@ -109,3 +109,42 @@ def test_layers_with_non_float32_variables_are_named_under_a_mixed_policy():
     assert len(warnings) == 1
     assert "'low_precision_weights' has bfloat16 variables under mixed_bfloat16" in warnings[0]
     assert variable_dtype_warnings(model, "float32") == []
+
+
+def test_every_extra_seed_is_watched_as_the_first_one_is(monkeypatch, tmp_path):
+    """--seeds K: a seed after the first whose loss stays NaN stops the run with a diagnosis
+    naming it, instead of entering the gate's evidence."""
+    import dataclasses
+
+    import tensorflow as tf
+
+    from components import trainer_job
+    from components.loss_scale import LossScaleCollapse
+    from components.trainer_job import TrainSpec
+
+    def poisoned(spec, policy, strategy=None):
+        model = _mlp(policy, kernel_scale=0.05)
+        if spec.seed == 43:  # the second seed only: a NaN output bias, every loss NaN
+            model.layers[1].bias.assign(np.full(2, np.nan, dtype="float32"))
+        return model, None
+
+    x, y = _data()
+
+    def dataset(files, transform_output, batch_size, seed, train):
+        return tf.data.Dataset.from_tensor_slices((x, y)).batch(batch_size).repeat()
+
+    monkeypatch.setattr(trainer_job, "build_fresh", poisoned)
+    monkeypatch.setattr(trainer_job, "make_dataset", dataset)
+    monkeypatch.setattr(trainer_job, "compile_model", _compile)
+    spec = TrainSpec((), (), "", str(tmp_path / "s"), str(tmp_path / "r"), {}, model="mlp")
+    spec = dataclasses.replace(
+        spec, seed=42, seeds=2, train_steps=30, collapse_patience=3, batch_size=8
+    )
+    served, _ = poisoned(spec, "float32")
+    first = {"seed": 42, "accuracy": None}
+    with pytest.raises(LossScaleCollapse, match=r"seed 43: training stopped: the loss was NaN"):
+        trainer_job.train_other_seeds(spec, False, x, served, first)
+
+
+def _compile(spec, model, jit_compile, strategy=None):
+    model.compile(keras.optimizers.SGD(0.01), "sparse_categorical_crossentropy")
