@@ -188,13 +188,15 @@ def production_regression(m: Measurements, cfg: GateConfig) -> Rule:
 
 def min_speedup(m: Measurements, cfg: GateConfig) -> Rule:
     if m.amp_policy == "float32":
+        why = (m.speed or {}).get("skipped") or (
+            "the AMP trainer ran float32: both trainers are the same program"
+        )
         return Rule(
             "min_speedup",
             None,
             cfg.min_speedup,
             True,
-            "the AMP trainer ran float32 (this hardware has no faster precision): both "
-            "trainers are the same program, so their speed ratio is noise, not AMP",
+            f"{why}; no precision ratio to judge",
             skipped=True,
         )
     if m.speed and m.speed.get("ratio", {}).get("median") is not None:

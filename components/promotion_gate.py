@@ -134,7 +134,7 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
         majority_class=baseline["class"] or "",
         parity=gate_evidence.pooled(fp32_run.uri, amp_run.uri),
         production_pairs=production_pairs,
-        speed=None if speed_result.get("skipped") else speed_result,
+        speed=speed_result,
     )
     with open(os.path.join(infra_blessing.uri, infra_validation.REPORT)) as f:
         serving = json.load(f)

@@ -263,3 +263,15 @@ def test_tflite_rules_judge_agreement_and_int8_accuracy_on_their_counts():
     assert "conversion failed: unsupported op" in rules["tflite_dynamic_int8"].detail
     strict = {r.name: r for r in tflite_rules(report, strict=True)}
     assert not strict["tflite_int8"].passed and not strict["tflite_float16"].passed
+
+
+def test_a_float32_amp_trainer_skips_the_speed_rule_with_the_true_reason():
+    from components.speed_check import float32_reason
+
+    tuned = {"policy": "float32", "autotune": {"winner": {
+        "key": "float32/xla=off/batch=256/threads=2", "reason": "fastest of 4 candidates"}}}  # fmt: skip
+    m = dataclasses.replace(GOOD, amp_policy="float32", speed={"skipped": float32_reason(tuned)})
+    r = rule(decide(m, CFG), "min_speedup")
+    assert r["skipped"] and r["passed"]
+    assert r["detail"].startswith("autotune chose float32 (float32/xla=off/batch=256/threads=2")
+    assert "no faster precision" not in r["detail"]
