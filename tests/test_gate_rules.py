@@ -268,8 +268,8 @@ def test_tflite_rules_judge_agreement_and_int8_accuracy_on_their_counts():
 def test_a_float32_amp_trainer_skips_the_speed_rule_with_the_true_reason():
     from components.speed_check import float32_reason
 
-    tuned = {"policy": "float32", "autotune": {"winner": {
-        "key": "float32/xla=off/batch=256/threads=2", "reason": "fastest of 4 candidates"}}}  # fmt: skip
+    winner = {"key": "float32/xla=off/batch=256/threads=2", "reason": "fastest of 4 candidates"}
+    tuned = {"policy": "float32", "autotune": {"winner": winner}}
     m = dataclasses.replace(GOOD, amp_policy="float32", speed={"skipped": float32_reason(tuned)})
     r = rule(decide(m, CFG), "min_speedup")
     assert r["skipped"] and r["passed"]
