@@ -236,7 +236,7 @@ def microarchitecture(cpuinfo: str | None = None) -> str:
 
 
 def machine() -> dict:
-    from components.precision import cpu_flags, cpu_name
+    from components.amp.precision import cpu_flags, cpu_name
 
     flags = cpu_flags()
     return {

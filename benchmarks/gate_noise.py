@@ -68,7 +68,7 @@ def _trainer_of(pid: int, node: str) -> psutil.Process | None:
             cmd = " ".join(child.cmdline())
         except psutil.Error:
             continue
-        if "components.trainer_process" in cmd and f"/{node}/" in cmd:
+        if "components.training.process" in cmd and f"/{node}/" in cmd:
             return child
     return None
 

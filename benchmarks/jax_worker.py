@@ -1,10 +1,10 @@
 """`python -m benchmarks.jax_worker CONFIG_JSON OUT_JSON`: one benchmark configuration under
 Keras 3's JAX backend, in a fresh process (KERAS_BACKEND=jax is set by benchmarks/bench.py).
 
-The same model builders (components/models.py), float32 output rule (components/amp_rules.py)
-and step timer (components/perf.py) as the TensorFlow bench; Adam, wrapped in Keras'
-LossScaleOptimizer under mixed_float16. JAX compiles every train step with XLA. Nothing here
-imports TensorFlow.
+The same model builders (components/models/builtin.py), float32 output rule
+(components/amp/rules.py) and step timer (components/amp/perf.py) as the TensorFlow bench;
+Adam, wrapped in Keras' LossScaleOptimizer under mixed_float16. JAX compiles every train step
+with XLA. Nothing here imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -52,9 +52,9 @@ def run(config: BenchConfig) -> dict:
     import keras
     import numpy as np
 
-    from components.amp_rules import float32_output
-    from components.models import build_model
-    from components.perf import PeakMemory, StepTimer
+    from components.amp.perf import PeakMemory, StepTimer
+    from components.amp.rules import float32_output
+    from components.models.builtin import build_model
 
     if keras.backend.backend() != "jax":
         raise RuntimeError("benchmarks.jax_worker needs KERAS_BACKEND=jax")

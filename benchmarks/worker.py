@@ -16,7 +16,7 @@ from benchmarks.configs import BenchConfig
 def strategy_of(config: BenchConfig):
     """The configuration's tf.distribute strategy (None for one replica); made before
     TensorFlow runs anything."""
-    from components import distribution
+    from components.training import distribution
 
     if config.replicas == 1:
         return None
@@ -39,9 +39,9 @@ def run(config: BenchConfig, weights_out: str = "") -> dict:
     import numpy as np
     import tensorflow as tf
 
-    from components.distribution import replicas
-    from components.perf import PeakMemory, StepTimer
-    from components.trainer_job import TrainSpec, build_and_compile, fit
+    from components.amp.perf import PeakMemory, StepTimer
+    from components.training.distribution import replicas
+    from components.training.job import TrainSpec, build_and_compile, fit
 
     spec = TrainSpec(
         train_files=(),

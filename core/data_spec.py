@@ -1,5 +1,5 @@
-"""DataSpec: what the pipeline knows about its input before it runs (pipeline/ingest.py makes it;
-Transform, the trainers, the gate and the summary read it)."""
+"""DataSpec: what the pipeline knows about its input before it runs (components/data/ingest.py
+makes it; Transform, the trainers, the gate and the summary read it)."""
 
 from __future__ import annotations
 

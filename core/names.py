@@ -25,7 +25,7 @@ READINESS_JSON = "readiness.json"
 REPORT_MD = "report.md"
 SPEED_JSON = "speed.json"
 
-# SavedModel signatures (components/export.py) and their tensors.
+# SavedModel signatures (components/export/saved_model.py) and their tensors.
 SERVING_SIGNATURE = "serving_default"
 RAW_SIGNATURE = "predict_raw"
 TRANSFORM_SIGNATURE = "transform_features"

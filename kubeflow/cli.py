@@ -12,7 +12,7 @@ from pathlib import Path
 
 from core.errors import EXIT_BAD_INPUT, InputError
 from kubeflow.target import TARGETS, ClusterTarget
-from pipeline import flags
+from pipeline.cli import flags
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -105,8 +105,9 @@ def error(message) -> int:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
+    from components.data import ingest
     from kubeflow.runner import compile_pipeline
-    from pipeline import ingest, user_model
+    from pipeline import user_model
     from pipeline.config import model_name_for
 
     try:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from components.model_module import ModuleRef
+from components.models.user_module import ModuleRef
 from core.data_spec import DataSpec
 from kubeflow.target import ClusterTarget
 from pipeline.config import RunConfig

@@ -12,7 +12,7 @@ import re
 import shutil
 from pathlib import Path
 
-from components.model_module import ModuleRef
+from components.models.user_module import ModuleRef
 
 PACKAGE = "user_models"
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -10,11 +10,11 @@ import dataclasses
 import re
 from pathlib import Path
 
-from components.gate_rules import GateConfig
-from components.train_options import TrainOptions
+from components.data.inspection import CsvOptions
+from components.gate.rules import GateConfig
+from components.training.options import TrainOptions
 from core.data_spec import DataSpec
 from pipeline.beam import BeamProfile
-from pipeline.csv_inspect import CsvOptions
 
 MODELS = ("auto", "cnn", "mlp", "resnet50", "transformer")
 PARITY_MODES = ("evidence", "strict")
@@ -31,12 +31,12 @@ class RunConfig:
         model: `cnn`, `mlp`, `resnet50` (images, at --image-size, at least 32),
             `transformer` (one token per feature), or `auto` (cnn for images, mlp otherwise).
         model_module: the user's model module (a `.py` file or an import path defining
-            `build_model(spec)`, components/model_module.py); replaces `model` when set.
-        policy: AMP trainer policy: `auto` follows the hardware (see components/precision.py).
+            `build_model(spec)`, components/models/user_module.py); replaces `model` when set.
+        policy: AMP trainer policy: `auto` follows the hardware (see components/amp/precision.py).
         xla: `auto`, `on` or `off` for the AMP trainer.
         output: folder for every artifact, log, the ML Metadata DB and the serving folder.
         train: how both trainers train (steps, batch, learning rate, seeds, loss scaling,
-            TFLite, ...): components/train_options.py; the recipe fields are set per twin.
+            TFLite, ...): components/training/options.py; the recipe fields are set per twin.
         accuracy_tolerance, min_accuracy, min_speedup: the gate's thresholds (GateConfig).
         parity: `evidence` (a rule the data cannot decide does not reject) or `strict`.
         speed_rounds: rounds of the side-by-side speed measurement.
@@ -51,7 +51,7 @@ class RunConfig:
             under `output`.
         experiment: MLflow experiment name.
         beam: where the Beam-based components run (pipeline/beam.py).
-        csv: how CSV inputs are read (pipeline/csv_inspect.py).
+        csv: how CSV inputs are read (components/data/inspection.py).
     """
 
     data: str | None = None
@@ -147,7 +147,7 @@ def model_for(config: RunConfig, data: DataSpec) -> str:
 
 
 def model_options_for(config: RunConfig, model: str) -> dict:
-    """Architecture options the pipeline passes to components.models.build_model."""
+    """Architecture options the pipeline passes to components.models.builtin.build_model."""
     if config.model_module:
         return {}
     if model == "resnet50":

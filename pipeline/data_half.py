@@ -20,7 +20,7 @@ class Transformed:
 
     config: RunConfig
     data: object  # core.data_spec.DataSpec
-    module_ref: object  # components.model_module.ModuleRef | None
+    module_ref: object  # components.models.user_module.ModuleRef | None
     train_files: tuple[str, ...]
     eval_files: tuple[str, ...]
     transform_output: str
@@ -36,7 +36,8 @@ def transformed(config: RunConfig, command: str) -> Iterator[tuple[Transformed, 
     output = config.output_dir
     check_output(output)
     with OutputLock(output, command), captured_output(config.log_path) as (progress, terminal):
-        from pipeline import ingest, user_model
+        from components.data import ingest
+        from pipeline import user_model
 
         data = ingest.prepare(
             config.data, config.label, output / "data", config.image_size, config.csv

@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 from typing import TextIO
 
-from components.train_options import TrainOptions
+from components.training.options import TrainOptions
 from core import names
 from core.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError
 from pipeline.config import RunConfig, model_for, model_name_for, model_options_for
@@ -155,7 +155,7 @@ def _run_locked(config: RunConfig) -> dict:
     recipe = tracker = None
     with captured_output(config.log_path) as (progress, terminal):
         try:
-            from pipeline import ingest
+            from components.data import ingest
 
             data = ingest.prepare(
                 config.data, config.label, output / "data", config.image_size, config.csv
@@ -168,11 +168,11 @@ def _run_locked(config: RunConfig) -> dict:
             # after the data check so that a bad CSV is reported in a second.
             from absl import logging as absl_logging
 
-            from components import batch_limits
-            from components.precision import choose_recipe, detect_hardware
-            from components.pusher import clean_partial_pushes
+            from components.amp.precision import choose_recipe, detect_hardware
+            from components.training import batch_limits
             from pipeline.pipeline import twin_options
             from pipeline.tracking import RunTracker, default_tracking_uri
+            from serving.pusher import clean_partial_pushes
 
             model = model_for(config, data)
             if module_ref is None and model in ("cnn", "resnet50") and data.image_shape is None:
@@ -302,9 +302,9 @@ def model_for_limits(config: RunConfig, data, module_ref):
         return None
     import keras
 
-    from components import model_module
-    from components.models import build_model
-    from components.preprocessing import feature_width, model_spec
+    from components.data.preprocessing import feature_width, model_spec
+    from components.models import user_module as model_module
+    from components.models.builtin import build_model
 
     width = feature_width(data)
     try:

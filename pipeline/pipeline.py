@@ -9,18 +9,18 @@ from typing import Any
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
-from components.anomaly_check import AnomalyCheck
-from components.csv_example_gen import CsvExampleGen
-from components.infra_validation import InfraValidator
-from components.model_module import ModuleRef
-from components.promotion_gate import PromotionGate
-from components.pusher import Pusher
-from components.speed_check import SideBySide
-from components.train_options import TrainOptions
+from components.data.anomaly_check import AnomalyCheck
+from components.data.example_gen import CsvExampleGen
+from components.data.ingest import MAX_SLICED_CLASSES
+from components.gate.component import PromotionGate
+from components.gate.side_by_side import SideBySide
+from components.models.user_module import ModuleRef
+from components.training.options import TrainOptions
 from core import names
 from core.data_spec import DataSpec
 from pipeline.config import RunConfig, model_for, model_name_for, model_options_for
-from pipeline.ingest import MAX_SLICED_CLASSES
+from serving.infra_validator import InfraValidator
+from serving.pusher import Pusher
 
 TRAINER_FP32 = "TrainerFp32"
 TRAINER_AMP = "TrainerAmp"
@@ -195,7 +195,7 @@ def data_components(data: DataSpec, data_root, pattern: str, model_module: Modul
     transform = tfx.components.Transform(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
-        preprocessing_fn="components.preprocessing.preprocessing_fn",
+        preprocessing_fn="components.data.preprocessing.preprocessing_fn",
         # The module is Transform's business only when it brings a preprocessing_fn: a change
         # to the model alone keeps Transform's output cached.
         custom_config={
@@ -273,7 +273,7 @@ def create_pipeline(
     def trainer(node_id: str, options: TrainOptions, steps):
         return make_trainer(
             node_id,
-            run_fn="components.trainer.run_fn",
+            run_fn="components.training.trainer.run_fn",
             examples=transform.outputs["transformed_examples"],
             transform_graph=transform.outputs["transform_graph"],
             train_args=_train_args(steps),

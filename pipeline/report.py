@@ -98,7 +98,7 @@ def gate_section(summary: dict) -> list[str]:
     speed = summary.get("speed") or {}
     record = summary.get("speed_record")
     if record:
-        from components.speed_record import lines as speed_lines
+        from components.gate.speed_record import lines as speed_lines
 
         lines += ["", f"Speed and memory (the gate uses the {record['gate_uses']} ratio):", ""]
         lines += [f"- {line}" for line in speed_lines(record)]

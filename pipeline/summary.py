@@ -8,8 +8,8 @@ import math
 import shutil
 from pathlib import Path
 
-from components import speed_record
-from components.precision import Recipe
+from components.amp.precision import Recipe
+from components.gate import speed_record
 from core import names
 from core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_PROMOTED, EXIT_REJECTED
 from core.fmt import number
@@ -44,7 +44,7 @@ def build_summary(
 ) -> dict:
     """Assembles run_summary.json from the run's artifacts, and copies the gate's decision files
     next to it."""
-    from components.amp_diagnosis import why_not_faster
+    from components.amp.diagnosis import why_not_faster
     from pipeline.pipeline import (
         EVALUATOR,
         EVALUATOR_PRODUCTION,
@@ -326,7 +326,7 @@ def readiness_lines(summary: dict) -> list[str]:
 
 def _interval(trainer: dict, summary: dict) -> str:
     """Wilson 95% interval of an accuracy on the eval examples the gate paired."""
-    from components.gate_stats import proportion_interval
+    from components.gate.stats import proportion_interval
 
     pairs = (summary.get("seeds") or {}).get("pairs") or []
     n = pairs[0]["n"] if pairs else 0

@@ -69,7 +69,7 @@ def speed_tags(record: dict | None) -> dict:
     """What each speed figure was measured at: batch, XLA and threads, and which the gate used."""
     if not record:
         return {}
-    from components.speed_record import label
+    from components.gate.speed_record import label
 
     p = record["precision"]
     at = p.get("at")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from components import model_module
+from components.models import user_module as model_module
 from core.data_spec import DataSpec
 
 
@@ -22,7 +22,7 @@ def check(text: str | None, data: DataSpec) -> model_module.ModuleRef | None:
     if not ref.preprocessing:
         import keras
 
-        from components.preprocessing import feature_width, model_spec
+        from components.data.preprocessing import feature_width, model_spec
 
         previous = keras.mixed_precision.global_policy()
         keras.mixed_precision.set_global_policy("float32")

@@ -1,5 +1,5 @@
 """`amp-pipeline serve`, `deploy-files`: flags in, library calls out (`predict` is
-pipeline/predict.py: it reads CSV with the training reader)."""
+pipeline/cli/predict.py: it reads CSV with the training reader)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.ingest import DIGITS_CSV
+from components.data.ingest import DIGITS_CSV
 
 
 def digits_rows(limit: int | None = None) -> list[dict[str, str]]:

@@ -1,9 +1,9 @@
 """Tiny SavedModels with the pipeline's serving signatures, for the serving tests.
 
-The same signatures as components/export.py (`serving_default` on serialized tf.Examples,
-`predict_raw` on one [batch] tensor per feature, outputs probabilities/class_ids/classes), over a
-linear softmax instead of a trained network: the server does not care what is inside, and
-building one takes a second instead of a pipeline run.
+The same signatures as components/export/saved_model.py (`serving_default` on serialized
+tf.Examples, `predict_raw` on one [batch] tensor per feature, outputs
+probabilities/class_ids/classes), over a linear softmax instead of a trained network: the server
+does not care what is inside, and building one takes a second instead of a pipeline run.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 import pytest
 
-from components import autotune
-from components.autotune import Candidate
+from components.training import autotune
+from components.training.autotune import Candidate
 
 
 def test_candidates_cover_policy_xla_batch_and_threads_within_memory():
@@ -101,7 +101,7 @@ def test_nothing_measured_is_reported_not_guessed():
 
 
 def test_the_winner_keeps_the_examples_seen_by_scaling_steps_with_the_batch():
-    from components.trainer_job import TrainSpec
+    from components.training.job import TrainSpec
 
     spec = TrainSpec((), (), "", "", "", {}, batch_size=64, learning_rate=1e-3, train_steps=300)
     c = Candidate("mixed_bfloat16", False, 256, 4e-3, threads=1)
@@ -139,7 +139,7 @@ def test_a_failed_cache_write_leaves_the_cache_as_it_was(tmp_path, monkeypatch):
 
 
 def test_a_crashed_probe_is_reported_as_a_crash_not_as_the_budget():
-    from components.precision import Hardware
+    from components.amp.precision import Hardware
 
     class Spec:
         batch_size, learning_rate = 64, 1e-3

@@ -4,8 +4,8 @@ statistics as a single in-memory worker."""
 import pytest
 from tfx import v1 as tfx
 
+from components.data.ingest import prepare
 from pipeline.beam import BeamProfile
-from pipeline.ingest import prepare
 from pipeline.local_runner import run_pipeline
 from pipeline.pipeline import make_example_gen
 

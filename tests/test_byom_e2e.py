@@ -129,8 +129,8 @@ def test_own_preprocessing_example_trains_on_its_own_features(out):
 def test_the_trainer_falls_back_from_xla_when_the_compile_fails(out, tmp_path):
     """A module whose layer XLA cannot compile (a host Python call), trained with XLA on by the
     real trainer process on the Transform output of the runs above."""
-    from components.trainer import run_in_subprocess
-    from components.trainer_job import TrainSpec
+    from components.training.job import TrainSpec
+    from components.training.trainer import run_in_subprocess
     from pipeline.results import read_latest_run
 
     module = tmp_path / "host_op.py"
@@ -152,13 +152,13 @@ def test_the_trainer_falls_back_from_xla_when_the_compile_fails(out, tmp_path):
             """
         )
     )
-    from components.model_module import resolve
+    from components.models.user_module import resolve
 
     latest = read_latest_run(out / "metadata.sqlite", "amp-pipeline-digits")
     transform = latest.outputs["Transform"]
     examples = Path(transform["transformed_examples"].uri)
     data_spec = json.loads((out / "run_summary.json").read_text())["data"]
-    from pipeline.ingest import prepare
+    from components.data.ingest import prepare
 
     data = prepare(None, "label", tmp_path / "data")
     assert data.classes == tuple(data_spec["classes"])

@@ -12,7 +12,7 @@ PR_GET_PDEATHSIG = (
 def test_the_child_gets_sigterm_as_death_signal_without_a_library_search(monkeypatch):
     import ctypes.util
 
-    from components.child_process import die_with_parent
+    from core.child_process import die_with_parent
 
     def no_search(*args, **kwargs):
         raise AssertionError("find_library runs a subprocess: unsafe in a preexec_fn")

@@ -5,9 +5,9 @@ import gzip
 import numpy as np
 import pytest
 
+from components.data.ingest import prepare
+from components.data.inspection import CsvOptions
 from core.errors import InputError
-from pipeline.csv_inspect import CsvOptions
-from pipeline.ingest import prepare
 
 
 def write(path, text, encoding="utf-8"):
@@ -201,7 +201,7 @@ PEAK = """
 import json, sys, tracemalloc
 from pathlib import Path
 import pyarrow as pa
-from pipeline.ingest import prepare
+from components.data.ingest import prepare
 tracemalloc.start()
 spec = prepare(sys.argv[1], "label", Path(sys.argv[2]))
 print(json.dumps({"rows": spec.rows, "classes": sorted(spec.class_counts),

@@ -4,9 +4,9 @@ import keras
 import numpy as np
 import pytest
 
-from components.tflite_export import VARIANTS, ParityThresholds, TFLiteRunner, export_tflite
-from components.trainer_job import TrainSpec, build_under_policy, float32_rebuild
-from pipeline.ingest import prepare
+from components.data.ingest import prepare
+from components.export.tflite import VARIANTS, ParityThresholds, TFLiteRunner, export_tflite
+from components.training.job import TrainSpec, build_under_policy, float32_rebuild
 from tests.helpers import digits_rows
 
 pytestmark = pytest.mark.e2e

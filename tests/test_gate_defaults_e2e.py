@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from components.gate_rules import GateConfig
+from components.gate.rules import GateConfig
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.e2e

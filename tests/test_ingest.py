@@ -5,8 +5,8 @@ import gzip
 import numpy as np
 import pytest
 
+from components.data.ingest import prepare, write_if_changed
 from core.errors import InputError
-from pipeline.ingest import prepare, write_if_changed
 
 
 def write(path, text):

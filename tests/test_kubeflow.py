@@ -8,12 +8,12 @@ import yaml
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from components.precision import Hardware, choose_recipe
+from components.amp.precision import Hardware, choose_recipe
+from components.data.ingest import prepare
 from core.errors import InputError
 from kubeflow.target import ClusterTarget
 from pipeline.beam import BeamProfile
 from pipeline.config import RunConfig
-from pipeline.ingest import prepare
 from tests.conftest import ROOT, run_cli
 
 IMAGE = "europe-docker.pkg.dev/acme/ml/amp-pipeline:1.0"

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from components.loss_scale import LossScaleMonitor
+from components.amp.loss_scale import LossScaleMonitor
 
 
 @pytest.fixture(autouse=True)
@@ -98,7 +98,7 @@ def test_nan_loss_without_loss_scaling_also_stops():
 
 
 def test_layers_with_non_float32_variables_are_named_under_a_mixed_policy():
-    from components.amp_rules import variable_dtype_warnings
+    from components.amp.rules import variable_dtype_warnings
 
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     inputs = keras.Input((4,))
@@ -118,9 +118,9 @@ def test_every_extra_seed_is_watched_as_the_first_one_is(monkeypatch, tmp_path):
 
     import tensorflow as tf
 
-    from components import trainer_job
-    from components.loss_scale import LossScaleCollapse
-    from components.trainer_job import TrainSpec
+    from components.amp.loss_scale import LossScaleCollapse
+    from components.training import job as trainer_job
+    from components.training.job import TrainSpec
 
     def poisoned(spec, policy, strategy=None):
         model = _mlp(policy, kernel_scale=0.05)

@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components import amp_rules, model_module, readiness
-from components.amp_diagnosis import why_not_faster
-from components.model_module import ModelModuleError, ModelSpec
+from components.amp import readiness
+from components.amp import rules as amp_rules
+from components.amp.diagnosis import why_not_faster
+from components.models import user_module as model_module
+from components.models.user_module import ModelModuleError, ModelSpec
 
 SPEC = ModelSpec(
     input_width=16,

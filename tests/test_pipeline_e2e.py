@@ -394,9 +394,9 @@ def test_loss_scale_collapse_fails_the_run_with_a_diagnosis(tmp_path):
 def test_mirrored_over_two_cpu_devices_trains_and_exports(digits_run, tmp_path):
     """The real trainer process under --distribution mirrored (2 logical CPU devices) on the
     digits run's Transform output: the global batch, the scaled learning rate, the export."""
-    from components.trainer import run_in_subprocess
-    from components.trainer_job import TrainSpec
-    from pipeline.ingest import prepare
+    from components.data.ingest import prepare
+    from components.training.job import TrainSpec
+    from components.training.trainer import run_in_subprocess
 
     out, _ = digits_run
     # The first run's Transform output (later tests in this module run in the same folder, and

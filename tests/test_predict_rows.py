@@ -5,7 +5,7 @@ import pytest
 from tensorflow.core.framework import types_pb2
 
 from core.errors import InputError
-from pipeline.predict import read_rows
+from pipeline.cli.predict import read_rows
 
 INPUTS = {
     "Monthly_charges": types_pb2.DT_FLOAT,

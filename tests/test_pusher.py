@@ -4,7 +4,7 @@ import shutil
 
 import pytest
 
-from components.pusher import PARTIAL_PREFIX, clean_partial_pushes, publish, versions
+from serving.pusher import PARTIAL_PREFIX, clean_partial_pushes, publish, versions
 from serving.repository import version_dirs
 
 

@@ -48,7 +48,7 @@ class Run:
             assert self.proc.poll() is None, "".join(self.lines) + self.proc.stderr.read()
             for child in psutil.Process(self.proc.pid).children(recursive=True):
                 try:
-                    if "components.trainer_process" in " ".join(child.cmdline()):
+                    if "components.training.process" in " ".join(child.cmdline()):
                         return child
                 except psutil.Error:
                     continue

@@ -314,7 +314,7 @@ def test_a_request_for_the_latest_version_never_names_a_version_it_did_not_ask_f
 
 
 def test_gate_rule_carries_the_infra_validation_reason():
-    from components.gate_rules import serving_rule
+    from components.gate.rules import serving_rule
 
     failed = serving_rule(
         {

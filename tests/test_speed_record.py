@@ -2,9 +2,9 @@
 
 import pytest
 
-from components import speed_record
-from components.gate_stats import median_and_spread
-from components.speed_check import float32_reason
+from components.gate import speed_record
+from components.gate.side_by_side import float32_reason
+from components.gate.stats import median_and_spread
 
 FP32 = {
     "policy": "float32",

@@ -5,9 +5,9 @@ import types
 
 import pytest
 
-from components.train_options import TrainOptions
-from components.trainer import spec_from_fn_args
-from components.trainer_job import TrainSpec
+from components.training.job import TrainSpec
+from components.training.options import TrainOptions
+from components.training.trainer import spec_from_fn_args
 
 
 def test_a_trainer_reads_back_exactly_the_options_create_pipeline_wrote():

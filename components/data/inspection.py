@@ -1,0 +1,369 @@
+"""The input check of CSV inputs: one streaming pass, in memory that does not grow with the data.
+
+For one file or a folder/glob of shards (one header each, all equal), it decides the CsvFormat
+(delimiter, encoding, missing-value markers, feature names, types) and finds what a user should
+hear about before any work starts: undecodable bytes (with the line), mismatched headers (with
+the file), a missing or single-class label, text in a numeric column, columns that should not be
+features (ID-like, constant, free text, dates), class imbalance and classes too small for the
+eval split. Everything it keeps per column is a few numbers; rows stream through pyarrow's CSV
+reader in blocks of a few MB.
+"""
+
+from __future__ import annotations
+
+import codecs
+import collections
+import dataclasses
+import gzip
+import logging
+import re
+from pathlib import Path
+
+from components.data import csv_format
+from components.data.csv_format import CsvFormat
+from core.errors import InputError
+from core.names import sanitize_names
+
+logger = logging.getLogger(__name__)
+
+ID_NAME = re.compile(r"(^|[_\s-])(id|uuid|guid|key|index|row)$", re.IGNORECASE)
+DATE_TEXT = re.compile(r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?|^\d{1,2}/\d{1,2}/\d{2,4}$")
+ID_MIN_ROWS = 100  # fewer rows prove nothing about uniqueness
+SAMPLE_ROWS = 20_000  # rows of the first block that decide ID-like, free-text and date columns
+EVAL_SHARE = 0.2  # ExampleGen's eval split: 1 hash bucket of 5
+MIN_EVAL_EXAMPLES = 5  # fewer expected eval examples of a class: its accuracy is not measured
+
+
+@dataclasses.dataclass(frozen=True)
+class CsvOptions:
+    """The user's CSV flags.
+
+    Attributes:
+        na_values: cell texts that mean "missing"; None: pandas' default set.
+        delimiter: the field separator; None: sniffed from `, ; tab |`.
+        encoding: the files' encoding.
+        keep_columns: columns kept as features although they look ID-like, constant, free
+            text or dates.
+        drop_columns: columns never used as features.
+    """
+
+    na_values: tuple[str, ...] | None = None
+    delimiter: str | None = None
+    encoding: str = "utf-8"
+    keep_columns: tuple[str, ...] = ()
+    drop_columns: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass
+class _Column:
+    """What the pass keeps about one column: a few numbers, never its values."""
+
+    name: str
+    original: str
+    kind: str = "string"  # int, float, bool, string, date
+    nulls: int = 0
+    present: int = 0
+    first: object = None
+    varies: bool = False
+    sample_rows: int = 0
+    sample_distinct: int = 0
+    sample_mean_length: float = 0.0
+    sample_mean_tokens: float = 0.0
+    sample_dates: float = 0.0
+    sample_numeric: float = 0.0
+    span: float = 0.0
+    maximum: float = 0.0  # largest |value| of a numeric column
+
+
+def _validate_encoding(path: Path, encoding: str, chunk: int = 1 << 20) -> None:
+    """Decodes the whole file in chunks; undecodable bytes raise InputError naming the line."""
+    decoder = codecs.getincrementaldecoder(encoding)(errors="strict")
+    line = 1
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rb") as f:
+        while data := f.read(chunk):
+            try:
+                decoder.decode(data)
+            except UnicodeDecodeError as e:
+                where = line + data.count(b"\n", 0, e.start)
+                bad = data[e.start : e.end].hex(" ")
+                raise InputError(
+                    f"{path}: line {where} holds bytes that are not {encoding} ({bad}); pass "
+                    "--encoding (for example --encoding latin-1)"
+                ) from None
+            line += data.count(b"\n")
+        try:
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            raise InputError(f"{path}: line {line}: the file ends inside a character") from None
+
+
+def _sample_text(path: Path, encoding: str, size: int = 65536) -> str:
+    with csv_format.open_text(path, encoding) as f:
+        return f.read(size)
+
+
+def _first_text_line(path: Path, fmt: CsvFormat, column: str) -> tuple[int, str] | None:
+    """(line, text) of the first cell of `column` that is neither missing nor a number."""
+    import csv
+
+    index = fmt.names.index(column)
+    na = set(fmt.na_values)
+    with csv_format.open_text(path, fmt.encoding) as f:
+        reader = csv.reader(f, delimiter=fmt.delimiter)
+        next(reader, None)
+        for row in reader:
+            if index < len(row):
+                text = row[index].strip()
+                if text not in na and csv_format.parse_number(text) is None:
+                    return reader.line_num, text
+    return None
+
+
+def _text_in_numeric(files: list[Path], fmt: CsvFormat, name: str) -> InputError:
+    """The error for a numeric column holding text, naming the file and the line."""
+    for path in files:
+        hit = _first_text_line(path, fmt, name)
+        if hit:
+            return InputError(
+                f"{path}: column {fmt.original(name)!r} is numeric but line {hit[0]} holds text "
+                f"{hit[1]!r}"
+            )
+    return InputError(f"{files[0]}: column {fmt.original(name)!r} mixes numbers and text")
+
+
+def _column_in_error(message: str, fmt: CsvFormat, included: list[str]) -> str | None:
+    """The feature name of the column a pyarrow conversion error names (`CSV column #i`)."""
+    match = re.search(r"CSV column #(\d+)", message)
+    if not match:
+        return None
+    index = int(match.group(1))
+    return included[index] if index < len(included) else None
+
+
+def _scan(files: list[Path], fmt: CsvFormat, label: str) -> tuple[dict, dict, int, CsvFormat]:
+    """The streaming pass: per-column figures, label counts and row count.
+
+    Types are inferred from the first block; a column that turns out to hold decimals later is
+    widened to float and the pass restarts (at most once per column).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    types: dict[str, str] = {label: "string"}
+    while True:
+        columns = {n: _Column(n, o) for n, o in zip(fmt.names, fmt.columns, strict=True)}
+        counts: collections.Counter = collections.Counter()
+        rows = 0
+        try:
+            for path in files:
+                for i, batch in enumerate(csv_format.batches(path, fmt, types, include=())):
+                    if rows == 0 and i == 0:
+                        for name in batch.schema.names:
+                            kind = csv_format.kind_of(batch.schema.field(name).type)
+                            if kind in ("int", "float", "bool", "date") and name not in types:
+                                types[name] = kind if kind != "date" else "string"
+                                columns[name].kind = kind
+                            elif name in types:
+                                columns[name].kind = types[name]
+                        _sample(batch, columns)
+                    rows += batch.num_rows
+                    _accumulate(batch, columns)
+                    values = pc.value_counts(batch.column(label))
+                    for item in values.to_pylist():
+                        if item["values"] is not None:
+                            counts[item["values"]] += item["counts"]
+                    if columns[label].nulls:
+                        raise InputError(
+                            f"{path}: label column {fmt.original(label)!r} is empty on "
+                            f"{columns[label].nulls} rows"
+                        )
+        except pa.ArrowInvalid as e:
+            name = _column_in_error(str(e), fmt, list(fmt.names))
+            if name is None:
+                raise InputError(f"{files[0]}: not a readable CSV file ({e})") from None
+            value = re.search(r"invalid value '(.*)'", str(e))
+            if (
+                types.get(name) == "int"
+                and value
+                and csv_format.parse_number(value.group(1)) is not None
+            ):
+                types[name] = "float"
+                continue
+            raise _text_in_numeric(files, fmt, name) from None
+        return columns, counts, rows, dataclasses.replace(fmt, types=types)
+
+
+def _sample(batch, columns: dict[str, _Column]) -> None:
+    """Figures of the first block that decide ID-like, free-text and date columns."""
+    import pyarrow.compute as pc
+
+    batch = batch.slice(0, SAMPLE_ROWS)
+    for name in batch.schema.names:
+        col = columns[name]
+        values = [v for v in batch.column(name).to_pylist() if v is not None]
+        col.sample_rows = len(values)
+        if not values:
+            continue
+        col.sample_distinct = len(set(values))
+        if col.kind == "string":
+            texts = [str(v) for v in values]
+            col.sample_mean_length = sum(map(len, texts)) / len(texts)
+            col.sample_mean_tokens = sum(len(t.split()) for t in texts) / len(texts)
+            col.sample_dates = sum(1 for t in texts if DATE_TEXT.match(t)) / len(texts)
+            col.sample_numeric = sum(
+                1 for t in texts if csv_format.parse_number(t) is not None
+            ) / len(texts)
+        elif col.kind == "int":
+            mm = pc.min_max(batch.column(name)).as_py()
+            col.span = float(mm["max"] - mm["min"] + 1)
+
+
+def _accumulate(batch, columns: dict[str, _Column]) -> None:
+    import pyarrow.compute as pc
+
+    for name in batch.schema.names:
+        col = columns[name]
+        array = batch.column(name)
+        nulls = array.null_count
+        col.nulls += nulls
+        col.present += len(array) - nulls
+        if len(array) == nulls:
+            continue
+        if col.kind in ("int", "float", "bool"):
+            mm = pc.min_max(array).as_py()
+            lo, hi = mm["min"], mm["max"]
+            col.maximum = max(col.maximum, abs(float(lo)), abs(float(hi)))
+        elif col.varies:
+            continue
+        else:
+            distinct = pc.unique(pc.drop_null(array))
+            lo = distinct[0].as_py()
+            hi = lo if len(distinct) == 1 else None
+        if col.first is None:
+            col.first = lo
+        if lo != hi or lo != col.first:
+            col.varies = True
+
+
+def _looks_like(col: _Column) -> str | None:
+    """Why a column should not be a feature, or None."""
+    if col.present and not col.varies:
+        return f"constant (always {col.first!r})"
+    if col.kind == "date" or (col.kind == "string" and col.sample_dates >= 0.9):
+        return "a date or time (its values are dates)"
+    unique = col.sample_rows >= ID_MIN_ROWS and col.sample_distinct == col.sample_rows
+    if (
+        unique
+        and col.kind == "int"
+        and (ID_NAME.search(col.original) or col.span >= col.sample_rows)
+    ):
+        return f"ID-like (unique in each of the first {col.sample_rows:,} rows)"
+    if unique and col.kind == "string" and col.sample_mean_tokens < 2:
+        return f"ID-like (unique in each of the first {col.sample_rows:,} rows)"
+    if col.kind == "string" and (
+        col.sample_mean_tokens >= 4
+        or (col.sample_rows >= ID_MIN_ROWS and col.sample_distinct > 0.9 * col.sample_rows)
+    ):
+        return f"free text ({col.sample_mean_tokens:.1f} words per value on average)"
+    return None
+
+
+def _resolve_names(names: tuple[str, ...], fmt: CsvFormat, flag: str, where: str) -> set[str]:
+    """Feature names of the columns a flag names (original or sanitised names)."""
+    out = set()
+    for name in names:
+        if name in fmt.columns:
+            out.add(fmt.names[fmt.columns.index(name)])
+        elif name in fmt.names:
+            out.add(name)
+        else:
+            raise InputError(
+                f"{flag} {name}: no such column in {where} (columns: {', '.join(fmt.columns)})"
+            )
+    return out
+
+
+def inspect(files: list[Path], label: str, options: CsvOptions, where: str) -> dict:
+    """Checks CSV files (one header each, all equal) and describes them.
+
+    Returns the DataSpec fields: format (the CsvFormat), classes, features, exclusions,
+    missing counts, class counts and notices.
+
+    Raises:
+        InputError: one line naming the file, line, column or flag.
+    """
+    first = files[0]
+    for path in files:
+        if path.stat().st_size == 0:
+            raise InputError(f"{path}: the CSV file is empty")
+        _validate_encoding(path, options.encoding)
+    sample = _sample_text(first, options.encoding)
+    if not sample.strip():
+        raise InputError(f"{first}: the CSV file is empty")
+    delimiter = options.delimiter or csv_format.sniff_delimiter(sample)
+    header = csv_format.read_header(first, options.encoding, delimiter)
+    for path in files[1:]:
+        other = csv_format.read_header(path, options.encoding, delimiter)
+        if other != header:
+            diff = sorted(set(other) ^ set(header)) or ["the column order"]
+            raise InputError(
+                f"{path}: its header differs from {first.name}'s ({', '.join(diff[:5])}); every "
+                "shard needs the same columns"
+            )
+    names = sanitize_names(header)
+    fmt = CsvFormat(
+        delimiter=delimiter,
+        encoding=options.encoding,
+        na_values=tuple(
+            csv_format.PANDAS_NA_VALUES if options.na_values is None else options.na_values
+        ),
+        columns=tuple(header),
+        names=names,
+        types={},
+        keep=names,
+    )
+    if label in header:
+        label_name = names[header.index(label)]
+    elif label in names:
+        label_name = label
+    else:
+        raise InputError(
+            f"{where}: no label column {label!r} (columns: {', '.join(header)}); name it with "
+            "--label"
+        )
+    keep = _resolve_names(options.keep_columns, fmt, "--keep-columns", where)
+    drop = _resolve_names(options.drop_columns, fmt, "--drop-columns", where)
+    if label_name in drop:
+        raise InputError(f"--drop-columns {label}: that is the label")
+    columns, counts, rows, fmt = _scan(files, fmt, label_name)
+    if rows == 0:
+        raise InputError(f"{where}: the CSV file has a header but no rows")
+    excluded, notices = [], []
+    # Pixel columns (pixel_0 .. pixel_{n-1}) are one image: a pixel that is always 0 is not a
+    # constant feature to drop.
+    image = all(re.fullmatch(r"pixel_\d+", n) for n in names if n != label_name)
+    for name in names:
+        col = columns[name]
+        if name == label_name:
+            continue
+        reason = None
+        if name in drop:
+            reason = "dropped by --drop-columns"
+        elif col.present == 0:
+            reason = "empty on every row"
+        elif col.kind == "string" and col.sample_numeric > 0.5 and name not in keep:
+            raise _text_in_numeric(files, fmt, name)
+        elif name not in keep and not image:
+            reason = _looks_like(col)
+        if reason:
+            excluded.append({"column": col.original, "feature": name, "reason": reason})
+    return {
+        "format": fmt,
+        "label": label_name,
+        "columns": columns,
+        "class_counts": dict(counts),
+        "rows": rows,
+        "excluded": excluded,
+        "notices": notices,
+    }

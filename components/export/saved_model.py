@@ -1,0 +1,175 @@
+"""The serving SavedModel: Transform graph + Keras model behind TF Serving signatures.
+
+Signatures:
+- `serving_default`: serialized raw `tf.Example` -> `probabilities`, `class_ids`, `classes`
+  (the label names). Preprocessing runs inside, so serving cannot skew from training.
+- `predict_raw`: one tensor per raw feature (the label excluded; [batch] for scalars,
+  [batch, n] for vectors) -> the same outputs. For REST JSON clients.
+- `transform_features`: serialized raw `tf.Example` (label included) -> Transform's outputs.
+  TFMA calls it to get the class-id label (EvalConfig `preprocessing_function_names`).
+- `predict_features`: the Transform output `x` (float32 [batch, width]) -> the same outputs:
+  what the TFLite models take, so their parity is measured against this artifact itself.
+
+`artifact_dtypes` reads the written SavedModel back and reports the dtypes it really has (each
+signature's inputs and outputs, its variables, and any op computing in bfloat16 or float16):
+the dtype check is made on what is served, not on the model in memory.
+
+The trainer hands in the model to serve: by default its float32 rebuild (the same architecture
+under the float32 policy with the trained weights: components/training/job.py::float32_rebuild),
+which runs well on any CPU server; with `serving_precision="mixed"`, the model as trained.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from core.data_spec import DataSpec
+from core.names import (
+    CLASS_IDS,
+    CLASSES,
+    FEATURES_KEY,
+    FEATURES_SIGNATURE,
+    PROBABILITIES,
+    RAW_SIGNATURE,
+    SERVING_SIGNATURE,
+    TRANSFORM_SIGNATURE,
+)
+
+
+def _raw_shape(spec) -> list:
+    """[batch] for scalar features (fixed [1] or optional), [batch, n] for vectors."""
+    if isinstance(spec, tf.io.FixedLenFeature) and list(spec.shape) != [1]:
+        return [None, *spec.shape]
+    return [None]
+
+
+class ServingModule(tf.Module):
+    """Holds the model, the Transform layer and the label vocabulary for tf.saved_model.save."""
+
+    def __init__(self, model, transform_output: str, data_spec: DataSpec):
+        super().__init__()
+        self.model = model
+        tft_output = tft.TFTransformOutput(transform_output)
+        self.tft_layer = tft_output.transform_features_layer()
+        self._raw_spec = tft_output.raw_feature_spec()
+        self._serving_spec = {k: v for k, v in self._raw_spec.items() if k != data_spec.label}
+        self.class_names = tf.constant(list(data_spec.classes))
+        self.raw_signature = {
+            name: tf.TensorSpec(_raw_shape(spec), spec.dtype, name=name)
+            for name, spec in self._serving_spec.items()
+        }
+        self.serve_raw = tf.function(self._serve_raw, input_signature=[self.raw_signature])
+        width = tft_output.transformed_feature_spec()[FEATURES_KEY].shape[-1]
+        self.serve_features = tf.function(
+            lambda x: self.predict_from_features({FEATURES_KEY: x}),
+            input_signature=[tf.TensorSpec([None, width], tf.float32, name="x")],
+        )
+
+    def _serve_raw(self, features):
+        raw = {}
+        for name, spec in self._serving_spec.items():
+            value = features[name]
+            if isinstance(spec, tf.io.VarLenFeature):
+                # Every example has its one value: a sparse tensor with all positions present.
+                n = tf.shape(value, out_type=tf.int64)[0]
+                indices = tf.stack([tf.range(n), tf.zeros([n], tf.int64)], axis=1)
+                value = tf.SparseTensor(indices, value, [n, 1])
+            elif list(spec.shape) == [1]:
+                value = tf.reshape(value, [-1, 1])
+            raw[name] = value
+        return self.predict_from_features(self.tft_layer(raw))
+
+    def predict_from_features(self, transformed: dict) -> dict:
+        probs = tf.cast(self.model(transformed[FEATURES_KEY], training=False), tf.float32)
+        ids = tf.argmax(probs, axis=-1)
+        return {PROBABILITIES: probs, CLASS_IDS: ids, CLASSES: tf.gather(self.class_names, ids)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def serve_examples(self, examples):
+        raw = tf.io.parse_example(examples, self._serving_spec)
+        return self.predict_from_features(self.tft_layer(raw))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def transform_features(self, examples):
+        raw = tf.io.parse_example(examples, self._raw_spec)
+        return self.tft_layer(raw)
+
+
+def export_serving_model(model, transform_output: str, export_dir: str, data_spec: dict) -> str:
+    """Writes the serving SavedModel to `export_dir` and returns it."""
+    module = ServingModule(model, transform_output, DataSpec.from_dict(data_spec))
+    tf.saved_model.save(
+        module,
+        export_dir,
+        signatures={
+            SERVING_SIGNATURE: module.serve_examples,
+            RAW_SIGNATURE: module.serve_raw,
+            TRANSFORM_SIGNATURE: module.transform_features,
+            FEATURES_SIGNATURE: module.serve_features,
+        },
+    )
+    return export_dir
+
+
+REDUCED = {"bfloat16", "half"}
+
+
+def artifact_dtypes(export_dir: str) -> dict:
+    """The dtypes of the SavedModel as written: signatures' inputs and outputs, variables, and
+    the ops (in every function of the serving signature's graph) that compute in bfloat16 or
+    float16."""
+    from collections import Counter
+
+    from tensorflow.core.framework import types_pb2
+
+    loaded = tf.saved_model.load(export_dir)
+    signatures = {
+        name: {
+            "inputs": {k: v.dtype.name for k, v in fn.structured_input_signature[1].items()},
+            "outputs": {k: v.dtype.name for k, v in fn.structured_outputs.items()},
+        }
+        for name, fn in loaded.signatures.items()
+    }
+    reduced_types = {types_pb2.DT_BFLOAT16, types_pb2.DT_HALF}
+    ops: Counter = Counter()
+    graph = loaded.signatures[SERVING_SIGNATURE].graph.as_graph_def()
+    for function in graph.library.function:
+        for node in function.node_def:
+            if any(attr.type in reduced_types for attr in node.attr.values()):
+                ops[node.op] += 1
+    return {
+        "signatures": signatures,
+        "variables": dict(Counter(dtype.name for dtype in _variable_dtypes(export_dir))),
+        "reduced_precision_ops": dict(ops),
+    }
+
+
+def _variable_dtypes(export_dir: str) -> list:
+    """The dtype of every variable in the SavedModel's checkpoint (not its bookkeeping)."""
+    import os
+
+    reader = tf.train.load_checkpoint(os.path.join(export_dir, "variables", "variables"))
+    return [
+        dtype
+        for name, dtype in reader.get_variable_to_dtype_map().items()
+        if name != "_CHECKPOINTABLE_OBJECT_GRAPH"
+    ]
+
+
+def check_artifact(dtypes: dict, serving_precision: str) -> list[str]:
+    """What is wrong with the written artifact's dtypes ([] when nothing): probabilities must
+    be float32 in every signature, the variables float32, and a float32 serving model must not
+    compute in reduced precision anywhere."""
+    problems = []
+    for name, sig in dtypes["signatures"].items():
+        dtype = sig["outputs"].get(PROBABILITIES)
+        if dtype is not None and dtype != "float32":
+            problems.append(f"signature {name} returns {PROBABILITIES} as {dtype}")
+    reduced_vars = {k: n for k, n in dtypes["variables"].items() if k in REDUCED}
+    if reduced_vars:
+        problems.append(f"variables stored in reduced precision: {reduced_vars}")
+    if serving_precision == "float32" and dtypes["reduced_precision_ops"]:
+        ops = ", ".join(f"{op} x{n}" for op, n in sorted(dtypes["reduced_precision_ops"].items()))
+        problems.append(f"the float32 serving model computes in reduced precision: {ops}")
+    return problems

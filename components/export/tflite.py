@@ -1,0 +1,213 @@
+"""TFLite variants of the trained model, each checked against the float32 SavedModel.
+
+Mixed-precision graphs do not convert (`invalid TFLite type: 'tensor<16xbf16>'`), so
+the converter always reads a float32 rebuild of the model: same architecture, same weights (the
+variables of a mixed-precision model are float32 already).
+
+The TFLite models take the Transform output `x` (the preprocessed feature vector); a sidecar
+`<variant>.json` and `labels.txt` describe inputs and classes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+
+from core import names
+
+logger = logging.getLogger(__name__)
+
+VARIANTS = ("float32", "float16", "dynamic_int8", "int8")
+
+
+@dataclasses.dataclass(frozen=True)
+class ParityThresholds:
+    """What each variant must reach to pass.
+
+    Attributes:
+        min_agreement: smallest share of eval examples whose predicted class equals the
+            SavedModel's, for the float32 and float16 variants.
+        max_int8_accuracy_drop: largest accuracy drop of the int8 variants vs the SavedModel.
+    """
+
+    min_agreement: float = 0.995
+    max_int8_accuracy_drop: float = 0.01
+
+
+def _converter(saved_model_dir: str, variant: str, representative):
+    import tensorflow as tf
+
+    converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir)
+    if variant == "float16":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.target_spec.supported_types = [tf.float16]
+    elif variant == "dynamic_int8":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    elif variant == "int8":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.representative_dataset = representative
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        converter.inference_input_type = tf.int8
+        converter.inference_output_type = tf.int8
+    elif variant != "float32":
+        raise ValueError(
+            f"Invalid value for argument variant: expected one of {', '.join(VARIANTS)}. "
+            f"Received: variant={variant!r}"
+        )
+    return converter
+
+
+class TFLiteRunner:
+    """Runs a .tflite file on float inputs, quantizing and dequantizing where the model is int8."""
+
+    def __init__(self, path: str | Path):
+        import tensorflow as tf
+
+        self.interpreter = tf.lite.Interpreter(model_path=str(path))
+        self.interpreter.allocate_tensors()
+        self.input = self.interpreter.get_input_details()[0]
+        self.output = self.interpreter.get_output_details()[0]
+
+    def _quantize(self, x: np.ndarray) -> np.ndarray:
+        scale, zero = self.input["quantization"]
+        if self.input["dtype"] in (np.int8, np.uint8) and scale:
+            info = np.iinfo(self.input["dtype"])
+            q = np.round(x / scale + zero)
+            return np.clip(q, info.min, info.max).astype(self.input["dtype"])
+        return x.astype(self.input["dtype"])
+
+    def _dequantize(self, y: np.ndarray) -> np.ndarray:
+        scale, zero = self.output["quantization"]
+        if self.output["dtype"] in (np.int8, np.uint8) and scale:
+            return (y.astype(np.float32) - zero) * scale
+        return y.astype(np.float32)
+
+    def predict_one(self, x: np.ndarray) -> np.ndarray:
+        self.interpreter.set_tensor(self.input["index"], self._quantize(x[None, :]))
+        self.interpreter.invoke()
+        return self._dequantize(self.interpreter.get_tensor(self.output["index"]))[0]
+
+    def predict(self, xs: np.ndarray) -> tuple[np.ndarray, float]:
+        """Probabilities for every row, and the median latency per example in milliseconds."""
+        outputs, seconds = [], []
+        for x in xs:
+            t0 = time.perf_counter()
+            outputs.append(self.predict_one(x))
+            seconds.append(time.perf_counter() - t0)
+        return np.stack(outputs), float(np.median(seconds) * 1000.0)
+
+
+def parity(probs: np.ndarray, reference: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    """Accuracy, agreement with the reference's classes and the largest output difference,
+    with the counts the gate's statistics need (components/gate/stats.py): examples, agreeing
+    examples, and the examples only one of the two got right."""
+    predicted = probs.argmax(axis=1)
+    expected = reference.argmax(axis=1)
+    right, reference_right = predicted == labels, expected == labels
+    return {
+        "accuracy": float(np.mean(right)),
+        "agreement": float(np.mean(predicted == expected)),
+        "max_abs_diff": float(np.max(np.abs(probs - reference))),
+        "n": int(len(labels)),
+        "agreeing": int(np.sum(predicted == expected)),
+        "only_variant_right": int(np.sum(right & ~reference_right)),
+        "only_reference_right": int(np.sum(~right & reference_right)),
+    }
+
+
+def check_variant(
+    variant: str, result: dict, reference_accuracy: float, thresholds: ParityThresholds
+) -> tuple[bool, str]:
+    """Whether a converted variant meets its parity rule, and the rule in words."""
+    if variant in ("float32", "float16"):
+        ok = result["agreement"] >= thresholds.min_agreement
+        return ok, (
+            f"agreement {result['agreement']:.4f} with the SavedModel, at least "
+            f"{thresholds.min_agreement:.4f} required"
+        )
+    drop = reference_accuracy - result["accuracy"]
+    ok = drop <= thresholds.max_int8_accuracy_drop + 1e-9
+    return ok, (
+        f"accuracy {result['accuracy']:.4f} vs SavedModel {reference_accuracy:.4f} "
+        f"(drop {drop:+.4f}, at most {thresholds.max_int8_accuracy_drop:.4f} allowed)"
+    )
+
+
+def export_tflite(
+    float32_saved_model: str,
+    out_dir: str | Path,
+    eval_x: np.ndarray,
+    eval_y: np.ndarray,
+    reference_probs: np.ndarray,
+    representative_x: np.ndarray,
+    class_names: list[str],
+    input_description: dict,
+    variants: tuple[str, ...] = VARIANTS,
+    thresholds: ParityThresholds | None = None,
+    latency_examples: int = 200,
+) -> dict:
+    """Converts each variant, measures it on the eval split and checks its parity rule.
+
+    A variant that fails to convert is reported with the converter's reason.
+    """
+    thresholds = thresholds or ParityThresholds()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "labels.txt").write_text("\n".join(class_names) + "\n")
+    reference_accuracy = float(np.mean(reference_probs.argmax(axis=1) == eval_y))
+
+    def representative():
+        for row in representative_x[:200]:
+            yield [row[None, :].astype(np.float32)]
+
+    results = {}
+    for variant in variants:
+        path = out / f"model_{variant}.tflite"
+        try:
+            path.write_bytes(_converter(float32_saved_model, variant, representative).convert())
+        except Exception as e:  # noqa: BLE001 - a failed variant is reported, not raised
+            reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            logger.warning("TFLite %s failed to convert: %s", variant, reason)
+            results[variant] = {"converted": False, "error": reason, "passed": False}
+            continue
+        runner = TFLiteRunner(path)
+        probs, _ = runner.predict(eval_x)
+        _, latency = runner.predict(eval_x[:latency_examples])
+        result = {
+            "converted": True,
+            "path": str(path),
+            "size_bytes": path.stat().st_size,
+            **parity(probs, reference_probs, eval_y),
+            "latency_ms": latency,
+            "input_dtype": np.dtype(runner.input["dtype"]).name,
+        }
+        result["passed"], result["rule"] = check_variant(
+            variant, result, reference_accuracy, thresholds
+        )
+        results[variant] = result
+        sidecar = {
+            "variant": variant,
+            "input": {
+                **input_description,
+                "tensor_dtype": result["input_dtype"],
+                "quantization": list(runner.input["quantization"]),
+            },
+            "output": {
+                "name": names.PROBABILITIES,
+                "classes": class_names,
+                "labels_file": "labels.txt",
+            },
+        }
+        path.with_suffix(".json").write_text(json.dumps(sidecar, indent=2))
+    summary = {
+        "reference": {"accuracy": reference_accuracy, "examples": int(len(eval_y))},
+        "thresholds": dataclasses.asdict(thresholds),
+        "variants": results,
+    }
+    (out / names.TFLITE_REPORT_JSON).write_text(json.dumps(summary, indent=2))
+    return summary

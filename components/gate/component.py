@@ -1,0 +1,189 @@
+"""PromotionGate: one decision, with every reason, from the evaluations and the trainers' figures.
+
+It writes a ModelBlessing that the Pusher consumes (and that the production Resolver later finds
+as "the latest promoted model"), and a GateDecision artifact holding decision.json and
+decision.md.
+"""
+
+import json
+import os
+
+from tfx import v1 as tfx
+from tfx.types.artifact import Artifact
+
+from components.gate import evidence as gate_evidence
+from components.gate import rules as gate_rules
+from components.gate import speed_record
+from components.gate.majority import majority
+from components.gate.side_by_side import SpeedComparison
+from core import names
+from serving import infra_validator as infra_validation
+
+ModelEvaluation = tfx.types.standard_artifacts.ModelEvaluation
+ModelRun = tfx.types.standard_artifacts.ModelRun
+Model = tfx.types.standard_artifacts.Model
+ModelBlessing = tfx.types.standard_artifacts.ModelBlessing
+InfraBlessing = tfx.types.standard_artifacts.InfraBlessing
+Examples = tfx.types.standard_artifacts.Examples
+InputArtifact = tfx.dsl.components.InputArtifact
+OutputArtifact = tfx.dsl.components.OutputArtifact
+Parameter = tfx.dsl.components.Parameter
+
+ACCURACY = "sparse_categorical_accuracy"
+
+
+class GateDecision(Artifact):
+    """decision.json and decision.md of one PromotionGate execution."""
+
+    TYPE_NAME = "amp_pipeline.GateDecision"  # KFP v2 needs <namespace>.<Name>
+
+
+def accuracy_by_slice(evaluation_uri: str) -> dict[str, dict[str, float]]:
+    """{slice: {model name: accuracy}} of a TFMA evaluation; the whole split is slice ''."""
+    import tensorflow_model_analysis as tfma
+
+    out: dict[str, dict[str, float]] = {}
+    for metrics in tfma.load_metrics(evaluation_uri):
+        keys = metrics.slice_key.single_slice_keys
+        name = ",".join(
+            f"{k.column}={k.bytes_value.decode() if k.HasField('bytes_value') else k.int64_value}"
+            for k in keys
+        )
+        for kv in metrics.metric_keys_and_values:
+            if kv.key.name == ACCURACY and not kv.key.is_diff:
+                out.setdefault(name, {})[kv.key.model_name] = kv.value.double_value.value
+    return out
+
+
+def overall_accuracy(evaluation_uri: str) -> dict[str, float]:
+    """{model name: accuracy} on the whole eval split."""
+    return accuracy_by_slice(evaluation_uri).get("", {})
+
+
+def tfma_failures(evaluation_uri: str) -> list[str]:
+    """TFMA's failed thresholds, one readable line each."""
+    import tensorflow_model_analysis as tfma
+
+    lines = []
+    result = tfma.load_validation_result(evaluation_uri)
+    for per_slice in result.metric_validations_per_slice:
+        for failure in per_slice.failures:
+            key = failure.metric_key
+            value = failure.metric_value.double_value.value
+            threshold = failure.metric_threshold
+            if key.is_diff:
+                bound = threshold.change_threshold.absolute.value
+                lines.append(f"{key.name} change {value:+.4f} vs baseline, must be >= {bound:+.4f}")
+            else:
+                bound = threshold.value_threshold.lower_bound.value
+                lines.append(f"{key.name} {value:.4f}, must be >= {bound:.4f}")
+    return lines
+
+
+def _figures(run: Artifact) -> dict:
+    with open(os.path.join(run.uri, names.FIGURES_JSON)) as f:
+        return json.load(f)
+
+
+@tfx.dsl.components.component
+def PromotionGate(  # noqa: N802 - TFX component names are classes
+    parity_evaluation: InputArtifact[ModelEvaluation],
+    production_evaluation: InputArtifact[ModelEvaluation],
+    production_blessing: InputArtifact[ModelBlessing],
+    fp32_run: InputArtifact[ModelRun],
+    amp_run: InputArtifact[ModelRun],
+    model: InputArtifact[Model],
+    infra_blessing: InputArtifact[InfraBlessing],
+    examples: InputArtifact[Examples],
+    speed: InputArtifact[SpeedComparison],
+    blessing: OutputArtifact[ModelBlessing],
+    decision: OutputArtifact[GateDecision],
+    accuracy_tolerance: Parameter[float] = 0.005,
+    min_accuracy: Parameter[float] = 0.0,
+    min_speedup: Parameter[float] = 1.0,
+    label: Parameter[str] = "",
+    label_kind: Parameter[str] = "int",
+    strict: Parameter[int] = 0,
+) -> None:
+    """Decides promotion; writes the blessing and decision.json/decision.md."""
+    cfg = gate_rules.GateConfig(accuracy_tolerance, min_accuracy, min_speedup, bool(strict))
+    fp32, amp = _figures(fp32_run), _figures(amp_run)
+    parity = overall_accuracy(parity_evaluation.uri)
+    baseline = majority(examples.uri, label, label_kind) if label else {"share": None, "class": ""}
+    production = overall_accuracy(production_evaluation.uri)
+    pairs = gate_evidence.seed_pairs(fp32_run.uri, amp_run.uri)
+    production_model = (
+        production_blessing.get_string_custom_property("baseline_model")
+        if production_blessing.has_custom_property("baseline_model")
+        else ""
+    )
+    production_pairs = None
+    if production_model and production.get("baseline") is not None:
+        production_pairs = gate_evidence.production_pairs(
+            examples.uri,
+            os.path.join(model.uri, names.SERVING_MODEL_DIR),
+            os.path.join(production_model, names.SERVING_MODEL_DIR),
+        )
+    with open(os.path.join(speed.uri, names.SPEED_JSON)) as f:
+        speed_result = json.load(f)
+    measurements = gate_rules.Measurements(
+        fp32_accuracy=parity["baseline"],
+        amp_accuracy=parity["candidate"],
+        production_accuracy=production.get("baseline"),
+        fp32_examples_per_sec=fp32["examples_per_sec"],
+        amp_examples_per_sec=amp["examples_per_sec"],
+        amp_policy=amp["policy"],
+        majority_share=baseline["share"],
+        majority_class=baseline["class"] or "",
+        parity=gate_evidence.pooled(fp32_run.uri, amp_run.uri),
+        production_pairs=production_pairs,
+        speed=speed_result,
+    )
+    with open(os.path.join(infra_blessing.uri, infra_validation.REPORT)) as f:
+        serving = json.load(f)
+    extra = (
+        *gate_rules.tflite_rules(amp.get("tflite", {}), cfg.strict),
+        gate_rules.serving_rule(serving),
+    )
+    result = gate_rules.decide(measurements, cfg, extra=extra)
+    result["measurements"] = {
+        k: v
+        for k, v in measurements.__dict__.items()
+        if k not in ("parity", "production_pairs", "speed")
+    }
+    result["seeds"] = gate_evidence.seeds_report(fp32, amp, pairs)
+    result["speed"] = speed_result
+    result["speed_record"] = speed_record.build(fp32, amp, speed_result)
+    result["majority_baseline"] = baseline
+    result["serving"] = serving
+    production_id = (
+        production_blessing.get_int_custom_property("baseline_model_id")
+        if production_blessing.has_custom_property("baseline_model_id")
+        else None
+    )
+    result["already_in_production"] = production_id == model.id
+    result["tfma_failures"] = {
+        "fp32_baseline": tfma_failures(parity_evaluation.uri),
+        "production": tfma_failures(production_evaluation.uri),
+    }
+    result["thresholds"] = cfg.__dict__
+    result["per_class_accuracy"] = {
+        k: v for k, v in accuracy_by_slice(parity_evaluation.uri).items() if k
+    }
+    os.makedirs(decision.uri, exist_ok=True)
+    with open(os.path.join(decision.uri, names.DECISION_JSON), "w") as f:
+        json.dump(result, f, indent=2)
+    with open(os.path.join(decision.uri, names.DECISION_MD), "w") as f:
+        f.write(gate_rules.to_markdown(result))
+    decision.set_string_custom_property("decision", result["decision"])
+
+    # The Pusher reads `blessed`; LatestBlessedModelStrategy also needs `current_model_id`.
+    # A candidate that already is the production model (a rerun with cached trainers) is not
+    # pushed a second time: its earlier blessing keeps it the production model.
+    blessed = 1 if result["passed"] and not result["already_in_production"] else 0
+    os.makedirs(blessing.uri, exist_ok=True)
+    with open(os.path.join(blessing.uri, "BLESSED" if blessed else "NOT_BLESSED"), "w"):
+        pass
+    blessing.set_int_custom_property("blessed", blessed)
+    blessing.set_string_custom_property("current_model", model.uri)
+    blessing.set_int_custom_property("current_model_id", model.id)

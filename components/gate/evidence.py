@@ -1,0 +1,129 @@
+"""The evidence the gate decides on, gathered from the run's artifacts.
+
+- AMP vs float32: both trainers write their served model's predicted class for every eval
+  example, per seed (`eval_predictions.npz`), in the same order (the same Transform output,
+  read without shuffling): the pairs for components/gate/stats.py.
+- AMP vs production: the gate runs both SavedModels on the raw eval split itself (the
+  production model was trained in another run).
+- Seeds: each twin's accuracy, throughput and memory per seed, their mean and spread, and the
+  per-seed accuracy differences (their MLPerf trimmed mean is reported from five seeds on; the
+  gate's evidence pools every seed per example, components/gate/stats.py).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from components.gate.stats import Paired, median_and_spread, trimmed
+from core import names
+
+
+def load_predictions(run_dir: str) -> dict:
+    """{"labels": (n,), "predictions": (seeds, n), "seeds": (seeds,)} of one trainer."""
+    with np.load(os.path.join(run_dir, names.EVAL_PREDICTIONS)) as f:
+        return {k: f[k] for k in f.files}
+
+
+def correctness(fp32_dir: str, amp_dir: str) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """(seeds, AMP right, float32 right): per-example correctness, shape (seeds, n), for every
+    seed both twins trained, in the same order."""
+    fp32, amp = load_predictions(fp32_dir), load_predictions(amp_dir)
+    if not np.array_equal(fp32["labels"], amp["labels"]):
+        raise ValueError(
+            "the twins' eval predictions are not over the same examples in the same order"
+        )
+    labels = amp["labels"]
+    seeds, amp_right, fp32_right = [], [], []
+    for i, seed in enumerate(amp["seeds"]):
+        j = int(np.flatnonzero(fp32["seeds"] == seed)[0]) if seed in fp32["seeds"] else i
+        seeds.append(int(seed))
+        amp_right.append(amp["predictions"][i] == labels)
+        fp32_right.append(fp32["predictions"][j] == labels)
+    return seeds, np.stack(amp_right), np.stack(fp32_right)
+
+
+def seed_pairs(fp32_dir: str, amp_dir: str) -> list[tuple[int, Paired]]:
+    """(seed, pairs) for every seed both twins trained, AMP as the candidate."""
+    seeds, amp_right, fp32_right = correctness(fp32_dir, amp_dir)
+    return [
+        (seed, Paired.from_correct(amp_right[k], fp32_right[k])) for k, seed in enumerate(seeds)
+    ]
+
+
+def pooled(fp32_dir: str, amp_dir: str) -> Paired:
+    """Every seed's pairs together, per example: n is the number of distinct eval examples
+    (each seed scores the same ones), and the interval resamples examples with all their
+    seeds. No seed is dropped: choosing seeds by their outcome would bias the interval."""
+    _, amp_right, fp32_right = correctness(fp32_dir, amp_dir)
+    return Paired.from_correct(amp_right, fp32_right)
+
+
+def seeds_report(fp32: dict, amp: dict, pairs: list[tuple[int, Paired]]) -> dict:
+    """Per seed and in aggregate: each twin's figures and the paired accuracy differences."""
+
+    def twin(figures: dict) -> dict:
+        runs = figures.get("seeds") or []
+        return {
+            "per_seed": runs,
+            "accuracy": median_and_spread([r["accuracy"] for r in runs]),
+            "examples_per_sec": median_and_spread([r["examples_per_sec"] for r in runs]),
+            "peak_memory_mb": median_and_spread([r["peak_memory_mb"] for r in runs]),
+        }
+
+    deltas = [p.difference for _, p in pairs]
+    return {
+        "seeds": [s for s, _ in pairs],
+        "fp32": twin(fp32),
+        "amp": twin(amp),
+        "pairs": [{"seed": s, "delta": p.difference, **p.to_dict()} for s, p in pairs],
+        "delta": {
+            "mean": float(np.mean(deltas)) if deltas else None,
+            "std": float(np.std(deltas, ddof=1)) if len(deltas) > 1 else None,
+            "trimmed_mean": float(np.mean(trimmed(deltas))) if deltas else None,
+            "trimmed": len(deltas) >= 5,
+        },
+    }
+
+
+def served_predictions(saved_model: str, examples: list[bytes], batch: int = 1024) -> np.ndarray:
+    """Class ids a SavedModel's serving_default gives the serialized raw examples."""
+    import tensorflow as tf
+
+    serve = tf.saved_model.load(saved_model).signatures[names.SERVING_SIGNATURE]
+    out = []
+    for i in range(0, len(examples), batch):
+        out.append(serve(examples=tf.constant(examples[i : i + batch]))[names.CLASS_IDS].numpy())
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def eval_labels(saved_model: str, examples: list[bytes], batch: int = 1024) -> np.ndarray:
+    """The class ids of the eval examples' labels (the candidate's transform_features)."""
+    import tensorflow as tf
+
+    transform = tf.saved_model.load(saved_model).signatures[names.TRANSFORM_SIGNATURE]
+    out = []
+    for i in range(0, len(examples), batch):
+        out.append(
+            transform(examples=tf.constant(examples[i : i + batch]))[names.LABEL_KEY].numpy()
+        )
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def raw_eval_examples(examples_uri: str, limit: int = 200_000) -> list[bytes]:
+    """Serialized raw eval examples (ExampleGen's eval split), up to `limit`."""
+    import tensorflow as tf
+
+    files = sorted(tf.io.gfile.glob(os.path.join(examples_uri, "Split-eval", "*")))
+    ds = tf.data.TFRecordDataset(files, compression_type="GZIP").take(limit)
+    return [bytes(r) for r in ds.as_numpy_iterator()]
+
+
+def production_pairs(examples_uri: str, candidate: str, production: str) -> Paired:
+    """The candidate vs the model in production on the same raw eval examples."""
+    examples = raw_eval_examples(examples_uri)
+    labels = eval_labels(candidate, examples)
+    mine = served_predictions(candidate, examples)
+    theirs = served_predictions(production, examples)
+    return Paired.from_correct(mine == labels, theirs == labels)

@@ -1,0 +1,402 @@
+"""The promotion gate's rules as pure functions: measured values in, one decision with reasons out.
+
+Boundaries are inclusive: a value exactly at its threshold passes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from components.gate import stats as gate_stats
+
+
+@dataclasses.dataclass(frozen=True)
+class GateConfig:
+    """Thresholds of the promotion gate.
+
+    Attributes:
+        accuracy_tolerance: largest accuracy drop allowed, vs float32 and vs production.
+        min_accuracy: smallest absolute accuracy of the AMP model.
+        min_speedup: smallest AMP/float32 examples-per-second ratio (1.0: not slower).
+        strict: `--parity strict`: a rule whose estimate is within its threshold but whose
+            interval is not (unproven) rejects; by default it promotes with that headline. An
+            estimate beyond a threshold rejects either way.
+    """
+
+    accuracy_tolerance: float = 0.005
+    min_accuracy: float = 0.0
+    min_speedup: float = 1.0
+    strict: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("accuracy_tolerance", "min_accuracy"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(
+                    f"Invalid value for argument {name}: must be in [0, 1]. "
+                    f"Received: {name}={value!r}"
+                )
+        if not self.min_speedup >= 0.0:
+            raise ValueError(
+                "Invalid value for argument min_speedup: must be >= 0. "
+                f"Received: min_speedup={self.min_speedup!r}"
+            )
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """One rule's outcome. `skipped` rules pass and say why they did not apply."""
+
+    name: str
+    value: float | None
+    threshold: float
+    passed: bool
+    detail: str
+    skipped: bool = False
+    interval: tuple[float, float] | None = None
+    n: int | None = None  # distinct examples (evidence rules)
+    seeds: int | None = None  # seeds each example was scored under (accuracy parity)
+    discordant: dict | None = None  # paired rules: outcomes only one of the two models got right
+    test: str = "point estimate"
+    outcome: str = ""  # pass, fail, unproven or skipped; derived when empty
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["interval"] = list(self.interval) if self.interval is not None else None
+        if not d["outcome"]:
+            d["outcome"] = "skipped" if self.skipped else ("pass" if self.passed else "fail")
+        return d
+
+
+def from_evidence(name: str, evidence: dict, threshold: float) -> Rule:
+    """A rule whose outcome components/gate/stats.py decided (pass, fail or unproven: only
+    fail rejects; `--parity strict` has already turned unproven into fail)."""
+    return Rule(
+        name,
+        evidence["estimate"],
+        threshold,
+        evidence["outcome"] != "fail",
+        evidence["reason"],
+        interval=tuple(evidence["interval"]),
+        n=evidence["n"],
+        seeds=evidence.get("seeds"),
+        discordant=evidence.get("discordant"),
+        test=evidence["test"],
+        outcome=evidence["outcome"],
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Measurements:
+    """What the gate decides on.
+
+    Attributes:
+        fp32_accuracy: float32 baseline accuracy on the eval split (TFMA).
+        amp_accuracy: AMP candidate accuracy on the eval split (TFMA).
+        production_accuracy: accuracy of the model in production on the same split, or None
+            when nothing has been pushed yet.
+        fp32_examples_per_sec: float32 trainer throughput.
+        amp_examples_per_sec: AMP trainer throughput.
+        amp_policy: the AMP trainer's dtype policy (float32 where the hardware has no faster
+            precision).
+        majority_share: the share of the most common class in the data: the accuracy of a
+            "model" that always predicts it. None: unknown (the rule is skipped).
+        majority_class: that class.
+        parity: the paired evidence of AMP vs float32 (None: decide on the point estimates).
+        production_pairs: the paired evidence of AMP vs production.
+        speed: the side-by-side speed measurement (None: the trainers' own throughputs).
+    """
+
+    fp32_accuracy: float
+    amp_accuracy: float
+    production_accuracy: float | None
+    fp32_examples_per_sec: float
+    amp_examples_per_sec: float
+    amp_policy: str
+    majority_share: float | None = None
+    majority_class: str = ""
+    parity: object = None  # gate_stats.Paired: AMP vs float32 on the eval split (seeds pooled)
+    production_pairs: object = None  # gate_stats.Paired: AMP vs production, same examples
+    speed: dict | None = None  # components/gate/speed.py's result
+
+
+EPSILON = 1e-9  # accuracies are ratios of counts: 0.94 - 0.95 must equal -0.01 here
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def _at_least(value: float | None, threshold: float) -> bool:
+    """value >= threshold, inclusive, forgiving float rounding; NaN and None never pass."""
+    return _finite(value) and value >= threshold - EPSILON
+
+
+def accuracy_parity(m: Measurements, cfg: GateConfig) -> Rule:
+    if m.parity is not None:
+        evidence = gate_stats.parity(m.parity, cfg.accuracy_tolerance, cfg.strict, "AMP")
+        return from_evidence("accuracy_parity", evidence, -cfg.accuracy_tolerance)
+    delta = m.amp_accuracy - m.fp32_accuracy
+    passed = _at_least(delta, -cfg.accuracy_tolerance)
+    return Rule(
+        "accuracy_parity",
+        delta,
+        -cfg.accuracy_tolerance,
+        passed,
+        f"AMP accuracy {m.amp_accuracy:.4f} vs float32 {m.fp32_accuracy:.4f}: "
+        f"change {delta:+.4f}, allowed down to {-cfg.accuracy_tolerance:+.4f}",
+    )
+
+
+def min_accuracy(m: Measurements, cfg: GateConfig) -> Rule:
+    passed = _at_least(m.amp_accuracy, cfg.min_accuracy)
+    return Rule(
+        "min_accuracy",
+        m.amp_accuracy,
+        cfg.min_accuracy,
+        passed,
+        f"AMP accuracy {m.amp_accuracy:.4f}, at least {cfg.min_accuracy:.4f} required",
+    )
+
+
+def production_regression(m: Measurements, cfg: GateConfig) -> Rule:
+    if m.production_accuracy is None:
+        return Rule(
+            "production_regression",
+            None,
+            -cfg.accuracy_tolerance,
+            True,
+            "no model in production yet (first push): nothing to regress against",
+            skipped=True,
+        )
+    if m.production_pairs is not None:
+        evidence = gate_stats.parity(
+            m.production_pairs, cfg.accuracy_tolerance, cfg.strict, "AMP vs production"
+        )
+        return from_evidence("production_regression", evidence, -cfg.accuracy_tolerance)
+    delta = m.amp_accuracy - m.production_accuracy
+    return Rule(
+        "production_regression",
+        delta,
+        -cfg.accuracy_tolerance,
+        _at_least(delta, -cfg.accuracy_tolerance),
+        f"AMP accuracy {m.amp_accuracy:.4f} vs production {m.production_accuracy:.4f}: "
+        f"change {delta:+.4f}, allowed down to {-cfg.accuracy_tolerance:+.4f}",
+    )
+
+
+def min_speedup(m: Measurements, cfg: GateConfig) -> Rule:
+    if m.amp_policy == "float32":
+        why = (m.speed or {}).get("skipped") or (
+            "the AMP trainer ran float32: both trainers are the same program"
+        )
+        return Rule(
+            "min_speedup",
+            None,
+            cfg.min_speedup,
+            True,
+            f"{why}; no precision ratio to judge",
+            skipped=True,
+        )
+    if m.speed and m.speed.get("ratio", {}).get("median") is not None:
+        return side_by_side_speedup(m.speed, cfg)
+    ok = _finite(m.amp_examples_per_sec) and _finite(m.fp32_examples_per_sec)
+    speedup = m.amp_examples_per_sec / m.fp32_examples_per_sec if ok else float("nan")
+    passed = _at_least(speedup, cfg.min_speedup)
+    return Rule(
+        "min_speedup",
+        speedup,
+        cfg.min_speedup,
+        passed,
+        f"recipe ratio (the trainers as they ran; not measured side by side): AMP "
+        f"{m.amp_examples_per_sec:,.0f} vs float32 {m.fp32_examples_per_sec:,.0f} "
+        f"examples/sec: {speedup:.2f}x, "
+        + ("at least" if passed else "below")
+        + f" {cfg.min_speedup:.2f}x",
+        test="recipe ratio: the trainers' own throughputs",
+    )
+
+
+def beats_majority(m: Measurements, cfg: GateConfig) -> Rule:
+    """A model no better than always answering the most common class is useless, however close
+    to its float32 twin it is (0.0 vs 0.0 passes parity)."""
+    if m.majority_share is None:
+        return Rule(
+            "beats_majority",
+            None,
+            0.0,
+            True,
+            "class shares unknown: no majority-class baseline to beat",
+            skipped=True,
+        )
+    passed = _finite(m.amp_accuracy) and m.amp_accuracy > m.majority_share + EPSILON
+    return Rule(
+        "beats_majority",
+        m.amp_accuracy,
+        m.majority_share,
+        passed,
+        f"AMP accuracy {m.amp_accuracy:.4f} vs {m.majority_share:.4f} for always predicting the "
+        f"most common class ({m.majority_class!r}): a model must do better than that",
+    )
+
+
+def recipe_label(figures: dict) -> str:
+    """'batch 64, xla off, threads default': what a speed figure was measured at."""
+    threads = figures.get("threads") or figures.get("intra_op_threads") or 0
+    xla = "on" if figures.get("xla") else "off"
+    return f"batch {figures.get('batch_size', '?')}, xla {xla}, threads {threads or 'default'}"
+
+
+def side_by_side_speedup(speed: dict, cfg: GateConfig) -> Rule:
+    """min_speedup on the precision ratio (both twins at the AMP trainer's batch, XLA setting
+    and threads, in alternating rounds): the median decides, as a point estimate must; the
+    quartiles are shown, never used to pass a median below the minimum."""
+    ratio = speed["ratio"]
+    median, lo, hi = ratio["median"], ratio["min"], ratio["max"]
+    rounds = f"{ratio['n']} side-by-side rounds of {speed['steps_per_burst']} steps"
+    at = recipe_label(speed)
+    spread = f"median {median:.2f}x, rounds {lo:.2f}x to {hi:.2f}x"
+    passed = _at_least(median, cfg.min_speedup)
+    detail = (
+        f"precision ratio ({speed.get('policy', 'AMP')} vs float32, both at {at}): {spread} "
+        f"over {rounds}: " + ("at least" if passed else "below") + f" {cfg.min_speedup:.2f}x"
+    )
+    return Rule(
+        "min_speedup",
+        median,
+        cfg.min_speedup,
+        passed,
+        detail,
+        interval=(ratio["q1"], ratio["q3"]),
+        n=ratio["n"],
+        test="precision ratio: median of alternating rounds (interval: quartiles)",
+        outcome="pass" if passed else "fail",
+    )
+
+
+RULES = (accuracy_parity, min_accuracy, beats_majority, production_regression, min_speedup)
+
+
+def tflite_rules(report: dict, strict: bool = False) -> tuple[Rule, ...]:
+    """One rule per TFLite variant the user asked for: converted, and its parity rule met on
+    the evidence: float32/float16 agreement with the SavedModel (Wilson interval against the
+    floor), int8 accuracy paired with the SavedModel's (against the allowed drop).
+
+    `report` is components.export.tflite.export_tflite's result.
+    """
+    thresholds = report.get("thresholds", {})
+    rules = []
+    for variant, r in report.get("variants", {}).items():
+        int8 = variant in ("int8", "dynamic_int8")
+        name = f"tflite_{variant}"
+        if not r["converted"]:
+            threshold = thresholds.get("max_int8_accuracy_drop" if int8 else "min_agreement", 0)
+            rules.append(Rule(name, None, threshold, False, f"conversion failed: {r['error']}"))
+            continue
+        if "n" not in r:  # a report without counts: the point estimate decides
+            threshold = thresholds.get("max_int8_accuracy_drop" if int8 else "min_agreement", 0)
+            value = report["reference"]["accuracy"] - r["accuracy"] if int8 else r["agreement"]
+            rules.append(Rule(name, value, threshold, bool(r["passed"]), r.get("rule", "")))
+            continue
+        if int8:
+            drop = thresholds.get("max_int8_accuracy_drop", 0.0)
+            pairs = gate_stats.Paired(
+                n=r["n"], b=r["only_variant_right"], c=r["only_reference_right"]
+            )
+            evidence = gate_stats.parity(pairs, drop, strict, f"{variant} TFLite")
+            rules.append(from_evidence(name, evidence, -drop))
+        else:
+            floor = thresholds.get("min_agreement", 1.0)
+            evidence = gate_stats.rate_at_least(
+                r["agreeing"], r["n"], floor, strict, "agreement with the SavedModel"
+            )
+            rules.append(from_evidence(name, evidence, floor))
+    return tuple(rules)
+
+
+def serving_rule(report: dict) -> Rule:
+    """The InfraValidator's verdict: served answers equal in-process ones, latency in budget.
+
+    `report` is serving.validation.validate's result.
+    """
+    budget = report.get("config", {}).get("latency_budget_ms", float("nan"))
+    latency = report.get("latency", {})
+    p99 = max((latency[p]["p99_ms"] for p in ("grpc", "rest") if p in latency), default=None)
+    if report.get("passed"):
+        detail = (
+            f"local server on loopback: gRPC and REST answers equal in process on "
+            f"{report.get('examples', 0)} eval examples; p99 {p99:.1f} ms "
+            f"(budget {budget:g} ms)"
+        )
+    else:
+        detail = "; ".join(report.get("reasons") or ["no report"])
+    return Rule("serving_infra", p99, budget, bool(report.get("passed")), detail)
+
+
+def decide(m: Measurements, cfg: GateConfig, extra: tuple[Rule, ...] = ()) -> dict:
+    """Every rule's outcome and the decision: promoted only if every rule passed."""
+    rules = [rule(m, cfg) for rule in RULES] + list(extra)
+    passed = all(r.passed for r in rules)
+    return {
+        "passed": passed,
+        "decision": "promoted" if passed else "rejected",
+        "failed": [r.name for r in rules if not r.passed],
+        "rules": [r.to_dict() for r in rules],
+    }
+
+
+HOW_IT_DECIDES = (
+    "How it decides: an estimate beyond its threshold rejects (as TFMA's change threshold "
+    "would); an estimate within it whose 95% interval also clears it passes; an estimate within "
+    "it whose interval does not is *not proven*: promoted by default with that headline, "
+    "rejected with `--parity strict`. The speed rule compares the median ratio with "
+    "`--min-speedup`."
+)
+
+
+def to_markdown(decision: dict) -> str:
+    """decision.md: every rule with its estimate, 95% interval, n, test, outcome and reason."""
+
+    def fmt(v) -> str:
+        return "n/a" if v is None else f"{v:.4f}"
+
+    def interval(r) -> str:
+        iv = r.get("interval")
+        return "n/a" if not iv else f"[{iv[0]:+.4f}, {iv[1]:+.4f}]"
+
+    lines = [
+        f"# Promotion gate: {decision['decision'].upper()}",
+        "",
+        "| rule | estimate | 95% interval | n | threshold | test | outcome | reason |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in decision["rules"]:
+        outcome = r.get("outcome") or ("skipped" if r["skipped"] else "pass")
+        shown = {
+            "skipped": "skipped (pass)",
+            "fail": "**FAIL**",
+            "unproven": "not proven (does not reject)",
+        }.get(outcome, outcome)
+        lines.append(
+            f"| {r['name']} | {fmt(r['value'])} | {interval(r)} | {r.get('n') or 'n/a'} | "
+            f"{fmt(r['threshold'])} | {r.get('test', '')} | {shown} | {r['detail']} |"
+        )
+    unproven = [r["name"] for r in decision["rules"] if r.get("outcome") == "unproven"]
+    lines += ["", HOW_IT_DECIDES]
+    if unproven:
+        lines += [
+            "",
+            f"Not proven: {', '.join(unproven)}. The estimate is within the threshold but the "
+            "95% interval reaches past it; promoted by default, rejected with `--parity strict`.",
+        ]
+    if decision["failed"]:
+        lines += ["", f"Rejected by: {', '.join(decision['failed'])}."]
+    record = decision.get("speed_record")
+    if record:
+        from components.gate.speed_record import lines as speed_lines
+
+        uses = record["gate_uses"]
+        lines += ["", f"## Speed and memory (the gate's min_speedup uses the {uses} ratio)", ""]
+        lines += [f"- {line}" for line in speed_lines(record)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,112 @@
+"""The speedup measured side by side: float32 and AMP training steps in alternating short bursts,
+in one process, after both twins have trained.
+
+The twins train one after the other, so anything else running on a shared machine lands on one
+of them only, and their throughput ratio moved between 1.01x and 1.43x across identical runs.
+Here both models (each built under its own dtype policy: Keras layers keep the policy they were
+built with) take turns on the same real batches, `steps` training steps at a time, for `rounds`
+rounds whose order alternates; each round gives one ratio, and load that comes and goes lands on
+both. The median ratio decides `min_speedup`; the spread is shown.
+
+This is the *precision ratio*: both twins at the AMP trainer's batch, XLA setting and intra-op
+threads (the recipe it ran, read from its train_spec.json and figures.json), so the precision is
+the only difference. The *recipe ratio* (the AMP recipe as trained vs the float32 baseline as
+trained) comes from the trainers' own figures (pipeline/summary.py).
+
+`python -m components.gate.speed FP32_SPEC AMP_SPEC OUT_JSON [ROUNDS]` runs it in a fresh
+process (the specs are the trainers' own train_spec.json; the AMP one carries the XLA setting
+the AMP trainer actually used).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+ROUNDS = 7
+MIN_BURST_SECONDS = 0.25
+WARMUP_STEPS = 5
+
+
+def measure(fp32_spec, amp_spec, rounds: int = ROUNDS) -> dict:
+    """Alternating bursts of float32 and AMP training steps; one throughput ratio per round."""
+    from components.amp.perf import timed_steps
+    from components.gate.stats import median_and_spread
+    from components.training.job import build_fresh, compile_model, host_batches
+
+    batches = host_batches(amp_spec, amp_spec.batch_size, 4)
+    fp32, _ = build_fresh(fp32_spec, "float32")
+    compile_model(fp32_spec, fp32, amp_spec.xla)  # same XLA setting: only the precision differs
+    amp, _ = build_fresh(amp_spec, amp_spec.policy)  # its layers keep this policy
+    compile_model(amp_spec, amp, amp_spec.xla)
+    for model in (fp32, amp):
+        timed_steps(model, batches, WARMUP_STEPS)
+    step = max(timed_steps(fp32, batches, 3) / 3, 1e-4)
+    steps = max(5, math.ceil(MIN_BURST_SECONDS / step))
+    ratios, fp32_ms, amp_ms = [], [], []
+    for r in range(rounds):
+        times = {}
+        order = (("fp32", fp32), ("amp", amp)) if r % 2 == 0 else (("amp", amp), ("fp32", fp32))
+        for name, model in order:
+            times[name] = timed_steps(model, batches, steps)
+        ratios.append(times["fp32"] / times["amp"])
+        fp32_ms.append(times["fp32"] * 1000 / steps)
+        amp_ms.append(times["amp"] * 1000 / steps)
+    spread = median_and_spread(ratios)
+    batch = amp_spec.batch_size
+    return {
+        "method": (
+            f"{rounds} rounds of {steps} training steps per precision, alternating order, one "
+            "process, the same real batches; ratio = float32 time / AMP time per round"
+        ),
+        "rounds": rounds,
+        "steps_per_burst": steps,
+        "ratios": ratios,
+        "ratio": spread,
+        "fp32_step_ms": median_and_spread(fp32_ms),
+        "amp_step_ms": median_and_spread(amp_ms),
+        "fp32_examples_per_sec": batch * 1000 / spread_median(fp32_ms),
+        "amp_examples_per_sec": batch * 1000 / spread_median(amp_ms),
+        "policy": amp_spec.policy,
+        "xla": amp_spec.xla,
+        "batch_size": batch,
+        "threads": amp_spec.intra_op_threads,
+        "device": amp_spec.device,
+    }
+
+
+def spread_median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+def main(argv: list[str]) -> int:
+    import dataclasses
+
+    from components.training.job import TrainSpec
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    from core.child_process import watch_parent
+
+    watch_parent()
+    fp32 = TrainSpec.from_json(Path(argv[1]).read_text())
+    amp_spec = json.loads(Path(argv[2]).read_text())
+    amp = TrainSpec.from_json(json.dumps(amp_spec["spec"]))
+    amp = dataclasses.replace(amp, xla=bool(amp_spec["xla"]))
+    if amp.intra_op_threads:  # the AMP trainer's threads, before TensorFlow runs anything
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(amp.intra_op_threads)
+    rounds = int(argv[4]) if len(argv) > 4 else ROUNDS
+    result = measure(fp32, amp, rounds)
+    Path(argv[3]).write_text(json.dumps(result, indent=2))
+    logger.info("side by side: %s", result["ratio"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,583 @@
+"""Training under one precision policy: small pure units and `train_and_export(spec)`.
+
+This runs inside a fresh process (components/training/process.py) so that the global dtype policy of
+one trainer never leaks into the other and its peak memory is its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import resource
+from pathlib import Path
+
+import numpy as np
+
+from components.training.options import TrainOptions
+from core import names
+
+logger = logging.getLogger(__name__)
+
+
+PATH_FIELDS = (
+    ("train_files", tuple),
+    ("eval_files", tuple),
+    ("transform_output", str),
+    ("serving_model_dir", str),
+    ("model_run_dir", str),
+    ("data_spec", dict),
+)
+
+
+def _to_json(self) -> str:
+    return json.dumps(dataclasses.asdict(self), indent=2)
+
+
+def _from_json(cls, text: str):
+    d = json.loads(text)
+    d["train_files"] = tuple(d["train_files"])
+    d["eval_files"] = tuple(d["eval_files"])
+    d["tflite_variants"] = tuple(d.get("tflite_variants", ()))
+    return cls(**d)
+
+
+def _options(self) -> TrainOptions:
+    return TrainOptions.from_config(dataclasses.asdict(self))
+
+
+def _option_field(f: dataclasses.Field):
+    if f.default_factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=f.default_factory)
+    return dataclasses.field(default=f.default)
+
+
+# One trainer's job, as plain data (it crosses a process boundary as JSON): where its data and
+# outputs are, then every field of TrainOptions (components/training/options.py), flat.
+TrainSpec = dataclasses.make_dataclass(
+    "TrainSpec",
+    [
+        *PATH_FIELDS,
+        *((f.name, f.type, _option_field(f)) for f in dataclasses.fields(TrainOptions)),
+    ],
+    frozen=True,
+    namespace={
+        "to_json": _to_json,
+        "from_json": classmethod(_from_json),
+        "options": property(_options),
+        "seed_list": property(lambda self: [self.seed + k for k in range(self.seeds)]),
+        "__doc__": "One trainer's job: its paths and data spec, and TrainOptions' fields.",
+    },
+)
+TrainSpec.__module__ = __name__
+
+
+def make_dataset(file_patterns, transform_output: str, batch_size: int, seed: int, train: bool):
+    """Batches of (x, label) from Transform's gzipped TFRecords."""
+    import tensorflow as tf
+    import tensorflow_transform as tft
+
+    from core.names import FEATURES_KEY, LABEL_KEY
+
+    feature_spec = tft.TFTransformOutput(transform_output).transformed_feature_spec()
+    files = sorted(f for p in file_patterns for f in tf.io.gfile.glob(p))
+    ds = tf.data.TFRecordDataset(files, compression_type="GZIP")
+    if train:
+        ds = ds.shuffle(10_000, seed=seed, reshuffle_each_iteration=True).repeat()
+    ds = ds.batch(batch_size, drop_remainder=train)
+    ds = ds.map(lambda s: tf.io.parse_example(s, feature_spec))
+    ds = ds.map(lambda f: (f[FEATURES_KEY], f[LABEL_KEY]))
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def host_batches(spec: TrainSpec, batch_size: int, count: int) -> list:
+    """`count` training batches of `batch_size` as numpy (x, y) pairs, for timed probes."""
+    ds = make_dataset(spec.train_files, spec.transform_output, batch_size, spec.seed, True)
+    return [(np.asarray(x), np.asarray(y)) for x, y in ds.take(count)]
+
+
+def user_module(spec: TrainSpec):
+    """(ModuleRef, module) of the user's model module, or (None, None) for a built-in model."""
+    if not spec.model_module:
+        return None, None
+    from components.models import user_module as model_module
+
+    ref = model_module.ModuleRef(**spec.model_module)
+    return ref, model_module.load(ref)
+
+
+def make_optimizer(spec: TrainSpec):
+    """The module's `optimizer()` or Adam at the spec's learning rate; wrapped in a
+    LossScaleOptimizer where the recipe scales the loss."""
+    import keras
+
+    from components.models import user_module as model_module
+
+    ref, module = user_module(spec)
+    if module is not None and model_module.hook(module, "optimizer"):
+        optimizer = model_module.call_hook(ref, module, "optimizer")
+        if not isinstance(optimizer, keras.optimizers.Optimizer):
+            raise model_module.ModelModuleError(
+                f"model module {ref.label}: optimizer() returned {type(optimizer).__name__}, "
+                "not a keras.optimizers.Optimizer"
+            )
+    else:
+        optimizer = keras.optimizers.Adam(spec.learning_rate)
+    if spec.loss_scaling:
+        optimizer = keras.optimizers.LossScaleOptimizer(
+            optimizer,
+            initial_scale=spec.loss_scale_initial,
+            dynamic_growth_steps=spec.loss_scale_growth_interval,
+        )
+    return optimizer
+
+
+def make_loss(spec: TrainSpec):
+    """The module's `loss()` or sparse categorical cross-entropy on probabilities."""
+    import keras
+
+    from components.models import user_module as model_module
+
+    ref, module = user_module(spec)
+    if module is not None and model_module.hook(module, "loss"):
+        return model_module.call_hook(ref, module, "loss")
+    return keras.losses.SparseCategoricalCrossentropy()
+
+
+def learning_rate_of(optimizer) -> float:
+    """The optimizer's current learning rate, for diagnoses (NaN where it is a schedule)."""
+    import keras
+
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    try:
+        return float(keras.ops.convert_to_numpy(inner.learning_rate))
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def input_width(spec: TrainSpec) -> int:
+    """Width of `x` as Transform wrote it (or as the built-in preprocessing makes it)."""
+    from components.data.preprocessing import feature_width
+    from core.data_spec import DataSpec
+    from core.names import FEATURES_KEY
+
+    if not spec.transform_output:
+        return feature_width(DataSpec.from_dict(spec.data_spec))
+    import tensorflow_transform as tft
+
+    from components.models.user_module import ModelModuleError
+
+    feature = tft.TFTransformOutput(spec.transform_output).transformed_feature_spec()[FEATURES_KEY]
+    shape = list(getattr(feature, "shape", []) or [])
+    if len(shape) != 1:
+        raise ModelModuleError(
+            f"preprocessing_fn: output {FEATURES_KEY!r} must be a [batch, width] float tensor "
+            f"of fixed width; Transform recorded {feature}"
+        )
+    return int(shape[0])
+
+
+def model_spec(spec: TrainSpec):
+    """The ModelSpec `build_model(spec)` receives."""
+    from components.data import preprocessing
+    from core.data_spec import DataSpec
+
+    custom = bool(spec.model_module and spec.model_module.get("preprocessing"))
+    return preprocessing.model_spec(DataSpec.from_dict(spec.data_spec), input_width(spec), custom)
+
+
+def build_checked(spec: TrainSpec, policy: str):
+    """The spec's model built under `policy`, its output made float32: (model, OutputFix)."""
+    import keras
+
+    from components.amp import rules as amp_rules
+    from components.models import user_module as model_module
+    from components.models.builtin import build_model
+    from core.data_spec import DataSpec
+
+    keras.mixed_precision.set_global_policy(policy)
+    mspec = model_spec(spec)
+    ref, module = user_module(spec)
+    if module is not None:
+        model = model_module.build(ref, module, mspec)
+    else:
+        data = DataSpec.from_dict(spec.data_spec)
+        model = build_model(
+            spec.model, mspec.input_width, data.num_classes, data.image_shape, **spec.model_options
+        )
+    return amp_rules.float32_output(model, mspec.input_width, policy)
+
+
+def build_under_policy(spec: TrainSpec, policy: str):
+    """The spec's model architecture, built under `policy` (float32 output)."""
+    return build_checked(spec, policy)[0]
+
+
+def float32_rebuild(spec: TrainSpec, model):
+    """The same architecture under the float32 policy, holding the trained weights.
+
+    Under mixed_float16/mixed_bfloat16 the variables are float32 already, so the weights carry
+    over unchanged; only the compute dtype changes.
+    """
+    rebuilt = build_under_policy(spec, "float32")
+    rebuilt.set_weights(model.get_weights())
+    return rebuilt
+
+
+def compile_model(spec: TrainSpec, model, jit_compile: bool, strategy=None) -> None:
+    """Compiles `model` with the recipe's optimizer and loss, and accuracy (in `strategy`'s
+    scope, when given)."""
+    import keras
+
+    from components.training.distribution import scope
+
+    with scope(strategy):
+        model.compile(
+            optimizer=make_optimizer(spec),
+            loss=make_loss(spec),
+            metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+            jit_compile=jit_compile,
+        )
+
+
+def build_and_compile(spec: TrainSpec, xla: bool | None = None, strategy=None):
+    """The model under `spec.policy`, compiled with the recipe's optimizer and XLA setting."""
+    model, _ = build_fresh(spec, spec.policy, strategy)
+    compile_model(spec, model, spec.xla if xla is None else xla, strategy)
+    return model
+
+
+def build_fresh(spec: TrainSpec, policy: str, strategy=None):
+    """Like build_checked, from a cleared session and the spec's seed: the same initial weights
+    (and layer names) every time. Under `strategy`, the variables are the strategy's (the
+    session is cleared before its scope is entered: clearing it inside breaks the scope)."""
+    import keras
+
+    from components.training.distribution import scope
+
+    keras.backend.clear_session()
+    keras.utils.set_random_seed(spec.seed)
+    with scope(strategy):
+        return build_checked(spec, policy)
+
+
+def check_readiness(spec: TrainSpec, train_ds) -> dict:
+    """The AMP readiness check on the first real batch of `train_ds`."""
+    import numpy as np
+
+    from components.amp.readiness import readiness_report
+
+    x, y = next(iter(train_ds))
+    x, y = np.asarray(x), np.asarray(y)
+    return readiness_report(
+        build=lambda policy: build_fresh(spec, policy)[0],
+        compile_model=lambda model, jit: compile_model(spec, model, jit),
+        x=x[:64],
+        y=y[:64],
+        policy=spec.policy,
+        xla=spec.xla,
+        gpu_recipe=spec.policy == "mixed_float16",
+        batch_size=spec.batch_size,
+        num_classes=len(spec.data_spec["classes"]),
+        loss_fn=make_loss(spec),
+    )
+
+
+def dataset_arrays(ds, max_rows: int) -> tuple:
+    """(x, y) numpy arrays of up to `max_rows` rows of a batched dataset."""
+    import numpy as np
+
+    xs, ys, n = [], [], 0
+    for x, y in ds:
+        xs.append(x.numpy())
+        ys.append(y.numpy())
+        n += len(ys[-1])
+        if n >= max_rows:
+            break
+    return np.concatenate(xs)[:max_rows], np.concatenate(ys)[:max_rows]
+
+
+def served_probabilities(saved_model_dir: str, x: np.ndarray, batch: int = 1024) -> np.ndarray:
+    """The probabilities the exported serving SavedModel itself gives the Transform output `x`
+    (its predict_features signature, read back from disk)."""
+    import tensorflow as tf
+
+    serve = tf.saved_model.load(saved_model_dir).signatures[names.FEATURES_SIGNATURE]
+    out = [
+        serve(x=tf.constant(x[i : i + batch], tf.float32))[names.PROBABILITIES].numpy()
+        for i in range(0, len(x), batch)
+    ]
+    return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
+
+
+def export_edge_models(spec: TrainSpec, model, train_ds, eval_x, eval_y) -> dict:
+    """TFLite variants under `<serving_model_dir>/tflite/`, with parity on the eval split
+    against the exported serving SavedModel (what TF Serving answers), read back from disk."""
+    from components.export.tflite import ParityThresholds, export_tflite
+    from core.data_spec import DataSpec
+
+    if not spec.tflite_variants:
+        return {"variants": {}}
+    data = DataSpec.from_dict(spec.data_spec)
+    reference = float32_rebuild(spec, model)
+    keras_dir = str(Path(spec.model_run_dir) / "keras_float32")
+    reference.export(keras_dir, verbose=False)
+    train_x, _ = dataset_arrays(train_ds, 200)
+    return export_tflite(
+        keras_dir,
+        Path(spec.serving_model_dir) / "tflite",
+        eval_x,
+        eval_y,
+        served_probabilities(spec.serving_model_dir, eval_x),
+        train_x,
+        list(data.classes),
+        {
+            "name": "x",
+            "shape": [None, int(eval_x.shape[1])],
+            "dtype": "float32",
+            "preprocessing": "the Transform output `x` (see the SavedModel's "
+            "transform_features signature): images divided by their pixel scale, numeric "
+            "features standardised, strings one-hot",
+            "image_shape": list(data.image_shape) if data.image_shape else None,
+        },
+        variants=tuple(spec.tflite_variants),
+        thresholds=ParityThresholds(spec.tflite_min_agreement, spec.tflite_max_int8_drop),
+    )
+
+
+def distributed(spec: TrainSpec, strategy) -> tuple[TrainSpec, dict | None]:
+    """The spec at the global batch (and linearly scaled learning rate) of `strategy`'s
+    replicas, and the figures that say so (None without one). Where a worker that is not the
+    chief writes is decided before this process starts
+    (components/training/trainer.py::for_this_task)."""
+    from components.training import distribution
+
+    if strategy is None:
+        return spec, None
+    own_optimizer = False
+    _, module = user_module(spec)
+    if module is not None:
+        from components.models import user_module as model_module
+
+        own_optimizer = bool(model_module.hook(module, "optimizer"))
+    scaling = distribution.Scaling(
+        distribution.replicas(strategy), spec.batch_size, spec.learning_rate
+    )
+    config = distribution.tf_config()
+    figures = {
+        "strategy": type(strategy).__name__,
+        "replicas": scaling.replicas,
+        "workers": max(distribution.cluster_workers(config), 1),
+        "per_replica_batch": scaling.per_replica_batch,
+        "global_batch": scaling.global_batch,
+        "learning_rate": scaling.learning_rate if own_optimizer else scaling.scaled_learning_rate,
+        "chief": distribution.is_chief(config),
+        "note": scaling.note(own_optimizer),
+    }
+    scaled = dataclasses.replace(
+        spec, batch_size=scaling.global_batch, learning_rate=scaling.scaled_learning_rate
+    )
+    return scaled, figures
+
+
+def fit(model, strategy, train_ds, **kwargs):
+    """model.fit, under MultiWorkerMirroredStrategy through its Keras 3 workaround."""
+    from components.training.distribution import keras_multiworker
+
+    with keras_multiworker(model, strategy, train_ds):
+        return model.fit(train_ds, **kwargs)
+
+
+def evaluate(model, strategy, eval_ds, **kwargs):
+    """model.evaluate, likewise."""
+    from components.training.distribution import keras_multiworker
+
+    with keras_multiworker(model, strategy, eval_ds):
+        return model.evaluate(eval_ds, **kwargs)
+
+
+def train_and_export(spec: TrainSpec, strategy=None) -> dict:
+    """Trains (data-parallel under `strategy`, when given), evaluates, exports the serving
+    SavedModel, and returns the measured figures."""
+    from components.amp import rules as amp_rules
+    from components.amp.loss_scale import LossScaleCollapse, LossScaleMonitor
+    from components.amp.perf import PeakMemory, StepTimer
+    from components.export.saved_model import artifact_dtypes, check_artifact, export_serving_model
+
+    spec, distribution_figures = distributed(spec, strategy)
+    train_ds = make_dataset(
+        spec.train_files, spec.transform_output, spec.batch_size, spec.seed, train=True
+    )
+    eval_ds = make_dataset(
+        spec.eval_files, spec.transform_output, spec.batch_size, spec.seed, train=False
+    )
+    readiness = check_readiness(spec, train_ds) if spec.readiness else None
+    xla, xla_fallback = spec.xla, None
+    if readiness and readiness["compile"] and not readiness["compile"]["ok"]:
+        xla, xla_fallback = False, readiness["compile"]["error"]
+        logger.warning("Training without XLA: %s", xla_fallback)
+    model, output_fix = build_fresh(spec, spec.policy, strategy)
+    compile_model(spec, model, xla, strategy)
+    dtype_warnings = amp_rules.variable_dtype_warnings(model, spec.policy)
+    monitor = LossScaleMonitor(
+        patience=spec.collapse_patience, learning_rate=learning_rate_of(model.optimizer)
+    )
+    timer = StepTimer(spec.batch_size, warmup_steps=min(5, max(spec.train_steps - 1, 0)))
+    memory = PeakMemory(spec.device)
+    memory.start()
+    history = fit(
+        model,
+        strategy,
+        train_ds,
+        steps_per_epoch=spec.train_steps,
+        epochs=1,
+        callbacks=[timer, monitor],
+        verbose=0,
+    )
+    peak_mb = memory.peak_mb()
+    if monitor.collapse:
+        raise LossScaleCollapse(monitor.collapse)
+    results = evaluate(model, strategy, eval_ds, steps=spec.eval_steps, return_dict=True, verbose=0)
+    run_dir = Path(spec.model_run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        model.save(run_dir / names.KERAS_MODEL)
+    except Exception as e:  # noqa: BLE001 - a user model that Keras cannot serialise still serves
+        logger.warning("model.keras not written (%s); the SavedModel is the model", e)
+    observed = (readiness or {}).get("numeric", {}).get("output_dtypes")
+    layers = amp_rules.dtype_report(model, spec.policy, observed)
+    report = {"policy": spec.policy, "layers": layers, "warnings": dtype_warnings}
+    serving = float32_rebuild(spec, model) if spec.serving_precision == "float32" else model
+    export_serving_model(serving, spec.transform_output, spec.serving_model_dir, spec.data_spec)
+    # Checked on the artifact as written and read back, not on the model in memory.
+    report["artifact"] = artifact_dtypes(spec.serving_model_dir)
+    (Path(spec.serving_model_dir) / names.DTYPE_REPORT_JSON).write_text(
+        json.dumps(report, indent=2)
+    )
+    problems = check_artifact(report["artifact"], spec.serving_precision)
+    if problems:
+        raise ValueError(
+            f"the exported serving model {spec.serving_model_dir} is not what it should be: "
+            + "; ".join(problems)
+        )
+    eval_x, eval_y = dataset_arrays(eval_ds, MAX_EVAL_EXAMPLES)
+    tflite = export_edge_models(spec, model, train_ds, eval_x, eval_y)
+    first = {
+        "seed": spec.seed,
+        **timer.summary(),
+        "peak_memory_mb": peak_mb,
+        "accuracy": None,
+    }
+    seed_runs, predictions = train_other_seeds(spec, xla, eval_x, serving, first, strategy)
+    for run, predicted in zip(seed_runs, predictions, strict=True):
+        run["accuracy"] = float(np.mean(predicted == eval_y))
+    np.savez_compressed(
+        run_dir / names.EVAL_PREDICTIONS,
+        labels=eval_y.astype(np.int64),
+        predictions=np.stack(predictions).astype(np.int64),
+        seeds=np.array([r["seed"] for r in seed_runs], np.int64),
+    )
+    diagnostics = None
+    if spec.diagnose:
+        from components.amp import diagnosis as amp_diagnosis
+
+        mspec = model_spec(spec)
+        diagnostics = amp_diagnosis.measure(
+            model, train_ds, spec.policy, spec.batch_size, mspec.input_width, mspec.num_classes
+        )
+    figures = {
+        "policy": spec.policy,
+        "xla": xla,
+        "xla_requested": spec.xla,
+        "xla_fallback": xla_fallback,
+        "loss_scaling": spec.loss_scaling,
+        "model": spec.model,
+        "model_module": spec.model_module,
+        "train_steps": spec.train_steps,
+        "batch_size": spec.batch_size,
+        "threads": spec.intra_op_threads,
+        "device": spec.device,
+        "accuracy": float(results["accuracy"]),
+        "loss": float(results["loss"]),
+        **timer.summary(),
+        "peak_memory_mb": peak_mb,
+        "memory_method": memory.method,
+        "history": {k: [float(v) for v in vs] for k, vs in history.history.items()},
+        "layers": layers,
+        "dtype_warnings": dtype_warnings,
+        "output_fix": output_fix.to_dict(),
+        "readiness": readiness,
+        "diagnostics": diagnostics,
+        "loss_scale": monitor.summary(),
+        # Per step: Keras' running means over the (single) epoch.
+        "curve": {"loss": monitor.losses, "accuracy": monitor.accuracies},
+        "serving_precision": spec.serving_precision,
+        "tflite": tflite,
+        "process_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "seeds": seed_runs,
+        "distribution": distribution_figures,
+    }
+    (run_dir / names.FIGURES_JSON).write_text(json.dumps(figures, indent=2, default=_json_default))
+    return figures
+
+
+MAX_EVAL_EXAMPLES = 200_000  # eval examples the trainers predict for the gate's pairs
+
+
+def predicted_classes(model, x) -> np.ndarray:
+    return np.argmax(model.predict(x, batch_size=1024, verbose=0), axis=1)
+
+
+def train_other_seeds(spec: TrainSpec, xla: bool, eval_x, served, first: dict, strategy=None):
+    """The spec's model trained again under each further seed of `spec.seed_list` (same data, same
+    steps): ([figures per seed], [eval predictions per seed]), the first seed's given."""
+    import dataclasses as dc
+
+    from components.amp.loss_scale import LossScaleCollapse, LossScaleMonitor
+    from components.amp.perf import PeakMemory, StepTimer
+
+    runs, predictions = [first], [predicted_classes(served, eval_x)]
+    for seed in spec.seed_list[1:]:
+        sub = dc.replace(spec, seed=seed)
+        model, _ = build_fresh(sub, sub.policy, strategy)
+        compile_model(sub, model, xla, strategy)
+        train_ds = make_dataset(sub.train_files, sub.transform_output, sub.batch_size, seed, True)
+        timer = StepTimer(sub.batch_size, warmup_steps=min(5, max(sub.train_steps - 1, 0)))
+        # Every seed is watched as the first one is: a collapsed loss scale stops the run.
+        monitor = LossScaleMonitor(
+            patience=sub.collapse_patience, learning_rate=learning_rate_of(model.optimizer)
+        )
+        memory = PeakMemory(sub.device)
+        memory.start()
+        fit(
+            model,
+            strategy,
+            train_ds,
+            steps_per_epoch=sub.train_steps,
+            epochs=1,
+            callbacks=[timer, monitor],
+            verbose=0,
+        )
+        if monitor.collapse:
+            raise LossScaleCollapse(f"seed {seed}: {monitor.collapse}")
+        runs.append(
+            {
+                "seed": seed,
+                **timer.summary(),
+                "peak_memory_mb": memory.peak_mb(),
+                "loss_scale": {k: v for k, v in monitor.summary().items() if k != "history"},
+            }
+        )
+        served_model = float32_rebuild(sub, model) if sub.serving_precision == "float32" else model
+        predictions.append(predicted_classes(served_model, eval_x))
+        logger.info("seed %d: %s", seed, runs[-1])
+    return runs, predictions
+
+
+def _json_default(value):
+    """numpy scalars in figures.json."""
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")

@@ -1,0 +1,163 @@
+"""TrainOptions: how a trainer trains, written once.
+
+Everything else is built from it: the Trainer's `custom_config` is its `asdict` (plus the data
+spec), a `TrainSpec` is these fields plus the job's paths, the MLflow parameters are its fields,
+and the CLI's training flags set it through `dest` names equal to its fields. The recipe fields
+(model, policy, xla, loss scaling, device, readiness, diagnose, TFLite variants) are set per twin
+by create_pipeline; the others come from the CLI and are the same for both twins. Variants are
+made with `dataclasses.replace`, as Flax makes config variants from one default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from components.export.tflite import VARIANTS as TFLITE_VARIANTS
+from components.export.tflite import ParityThresholds
+from components.training.distribution import DISTRIBUTIONS
+
+SERVING_PRECISIONS = ("float32", "mixed")
+# Set per twin by create_pipeline (pipeline/pipeline.py::twin_options), not by a CLI flag.
+RECIPE_FIELDS = (
+    "model",
+    "model_options",
+    "model_module",
+    "policy",
+    "xla",
+    "loss_scaling",
+    "device",
+    "readiness",
+    "diagnose",
+    "intra_op_threads",
+    "autotune_cache",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainOptions:
+    """How one trainer trains.
+
+    Attributes:
+        model: `cnn`, `mlp`, `resnet50`, `transformer` (components/models/builtin.py), or
+            `module:<name>` when `model_module` is set.
+        model_options: architecture options of a built-in model.
+        model_module: the user's model module (components.models.user_module.ModuleRef as a dict).
+        policy: the Keras dtype policy (`float32`, `mixed_bfloat16`, `mixed_float16`), or
+            `auto` to decide on the node the trainer runs on (Kubeflow/Vertex).
+        xla: compile the train step with XLA.
+        loss_scaling: dynamic loss scaling (LossScaleOptimizer).
+        device: `cpu`, `gpu`, `tpu`, or `auto` (decided on the node).
+        train_steps, eval_steps, batch_size, learning_rate: the training loop's.
+        seed: the seed of the exported model (initial weights and data order).
+        seeds: how many seeds to train (`seed`, `seed` + 1, ...); the gate judges all of them.
+        loss_scale_initial, loss_scale_growth_interval: the dynamic loss scale's.
+        collapse_patience: steps at the loss-scale floor, or with a NaN loss, before training
+            stops with a diagnosis.
+        serving_precision: `float32` (the served model is rebuilt in float32 with the trained
+            weights) or `mixed` (keeps the training policy).
+        tflite_variants: TFLite variants to build and check.
+        tflite_min_agreement: smallest class agreement of float32/float16 TFLite models.
+        tflite_max_int8_drop: largest accuracy drop of the int8 TFLite models.
+        readiness: run the AMP readiness check before training.
+        diagnose: measure why AMP may not be faster, after training.
+        intra_op_threads: TensorFlow's intra-op threads (0: its default); autotune sets it.
+        autotune_budget_s: time the autotune probe may take (policy `autotune`).
+        autotune_refresh: probe again although the cache holds a winner.
+        autotune_cache: the file autotune's winners are cached in ("": none); set by the runner.
+        distribution: `auto`, `none`, `mirrored` or `multiworker`
+            (components/training/distribution.py); `batch_size` is then per replica.
+        cpu_replicas: logical CPU devices `mirrored` uses on a machine without GPUs.
+    """
+
+    model: str = "cnn"
+    model_options: dict = dataclasses.field(default_factory=dict)
+    model_module: dict | None = None
+    policy: str = "float32"
+    xla: bool = False
+    loss_scaling: bool = False
+    device: str = "cpu"
+    train_steps: int = 300
+    eval_steps: int = 20
+    batch_size: int = 64
+    learning_rate: float = 1e-3
+    seed: int = 42
+    seeds: int = 1
+    loss_scale_initial: float = 2.0**15
+    loss_scale_growth_interval: int = 2000
+    collapse_patience: int = 20
+    serving_precision: str = "float32"
+    tflite_variants: tuple[str, ...] = TFLITE_VARIANTS
+    tflite_min_agreement: float = ParityThresholds.min_agreement
+    tflite_max_int8_drop: float = ParityThresholds.max_int8_accuracy_drop
+    readiness: bool = False
+    diagnose: bool = False
+    intra_op_threads: int = 0
+    autotune_budget_s: float = 60.0
+    autotune_refresh: bool = False
+    autotune_cache: str = ""
+    distribution: str = "auto"
+    cpu_replicas: int = 2
+
+    def __post_init__(self) -> None:
+        for name in (
+            "train_steps",
+            "eval_steps",
+            "batch_size",
+            "seeds",
+            "loss_scale_growth_interval",
+            "collapse_patience",
+            "cpu_replicas",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(
+                    f"Invalid value for argument {name}: must be at least 1. "
+                    f"Received: {name}={getattr(self, name)!r}"
+                )
+        for name in ("learning_rate", "loss_scale_initial", "autotune_budget_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(
+                    f"Invalid value for argument {name}: must be > 0. "
+                    f"Received: {name}={getattr(self, name)!r}"
+                )
+        if self.serving_precision not in SERVING_PRECISIONS:
+            raise ValueError(
+                "Invalid value for argument serving_precision: expected one of "
+                f"{', '.join(SERVING_PRECISIONS)}. "
+                f"Received: serving_precision={self.serving_precision!r}"
+            )
+        if self.distribution not in DISTRIBUTIONS:
+            raise ValueError(
+                "Invalid value for argument distribution: expected one of "
+                f"{', '.join(DISTRIBUTIONS)}. Received: distribution={self.distribution!r}"
+            )
+        unknown = [v for v in self.tflite_variants if v not in TFLITE_VARIANTS]
+        if unknown:
+            raise ValueError(
+                "Invalid value for argument tflite_variants: expected some of "
+                f"{', '.join(TFLITE_VARIANTS)}. Received: tflite_variants={unknown!r}"
+            )
+        for name in ("tflite_min_agreement", "tflite_max_int8_drop"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(
+                    f"Invalid value for argument {name}: must be in [0, 1]. "
+                    f"Received: {name}={getattr(self, name)!r}"
+                )
+
+    @property
+    def seed_list(self) -> list[int]:
+        return [self.seed + k for k in range(self.seeds)]
+
+    def to_config(self) -> dict:
+        """The JSON-ready form (TFX custom_config, MLflow parameters)."""
+        d = dataclasses.asdict(self)
+        d["tflite_variants"] = list(self.tflite_variants)
+        return d
+
+    @classmethod
+    def from_config(cls, d: dict) -> TrainOptions:
+        """Back from `to_config` (unknown keys are ignored: custom_config carries others)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in d.items() if k in known}
+        if "tflite_variants" in values:
+            values["tflite_variants"] = tuple(values["tflite_variants"])
+        return cls(**values)

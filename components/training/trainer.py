@@ -1,0 +1,183 @@
+"""The Trainer's `run_fn` (`components.training.trainer.run_fn`): trains in a child process.
+
+TFX calls run_fn in the pipeline's own process. Training there would leave that process's global
+Keras dtype policy set and make the two trainers' peak memory indistinguishable, so run_fn hands
+the job to `components.training.process` in a fresh Python process and waits for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from components.training.job import TrainSpec
+from components.training.options import TrainOptions
+from core import names
+from core.child_process import die_with_parent
+from core.errors import EXIT_BAD_INPUT, InputError
+
+logger = logging.getLogger(__name__)
+
+
+class TrainingFailed(RuntimeError):
+    """The training process failed; the message carries the end of its log."""
+
+
+class TrainingInputError(InputError):
+    """The training process stopped on bad input (the user's model module); one line."""
+
+
+def resolve_auto(cfg: dict) -> dict:
+    """Compiled (Kubeflow/Vertex) pipelines leave the recipe to the node the trainer runs on."""
+    if cfg["policy"] != "auto" and cfg["device"] != "auto":
+        return cfg
+    from components.amp.precision import choose_recipe, detect_hardware
+
+    recipe = choose_recipe(detect_hardware())
+    cfg = {**cfg, "device": recipe.hardware.device}
+    if cfg["policy"] == "auto":
+        cfg.update(policy=recipe.policy, xla=recipe.xla, loss_scaling=recipe.loss_scaling)
+        logger.info("Precision recipe on this node: %s (%s)", recipe.policy, recipe.reason)
+    return cfg
+
+
+def spec_from_fn_args(fn_args) -> TrainSpec:
+    """The job: the Trainer's paths and steps, and the TrainOptions in its custom_config."""
+    cfg = resolve_auto(fn_args.custom_config)
+    options = dataclasses.replace(
+        TrainOptions.from_config(cfg),
+        train_steps=int(fn_args.train_steps),  # TrainArgs may be a runtime parameter
+        eval_steps=int(fn_args.eval_steps),
+    )
+    return TrainSpec(
+        train_files=tuple(fn_args.train_files),
+        eval_files=tuple(fn_args.eval_files),
+        transform_output=fn_args.transform_output,
+        serving_model_dir=fn_args.serving_model_dir,
+        model_run_dir=fn_args.model_run_dir,
+        data_spec=cfg["data_spec"],
+        **dataclasses.asdict(options),
+    )
+
+
+def run_in_subprocess(spec: TrainSpec, chief: bool = True) -> dict:
+    """Runs `spec` in `python -m components.training.process` and returns its figures (a
+    worker that is not the chief writes none: {})."""
+    run_dir = Path(spec.model_run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    spec_path = run_dir / names.TRAIN_SPEC_JSON
+    spec_path.write_text(spec.to_json())
+    log_path = run_dir / names.TRAIN_LOG
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    with open(log_path, "w") as log:
+        # The trainer dies with the run: subprocess.run kills it when the wait is interrupted,
+        # and the kernel sends it SIGTERM if the driver is killed outright.
+        proc = subprocess.run(
+            [sys.executable, "-m", "components.training.process", str(spec_path)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            check=False,
+            preexec_fn=die_with_parent,
+        )
+    if proc.returncode != 0:
+        lines = [ln for ln in log_path.read_text().splitlines() if ln.strip()]
+        last = lines[-1] if lines else "no output"
+        if proc.returncode == EXIT_BAD_INPUT:
+            raise TrainingInputError(last)
+        raise TrainingFailed(f"{last} [exit {proc.returncode}; log: {log_path}]")
+    return json.loads((run_dir / names.FIGURES_JSON).read_text()) if chief else {}
+
+
+def autotuned(spec: TrainSpec) -> tuple[TrainSpec, dict]:
+    """The spec with autotune's winning recipe, and autotune's report
+    (components/training/autotune.py).
+
+    It runs here, on the node the trainer runs on, before the training process starts (the
+    winner may set TensorFlow's thread count, which a process fixes when it starts)."""
+    from components.amp.precision import choose_recipe, detect_hardware
+    from components.training import autotune
+
+    hardware = detect_hardware()
+    run_dir = Path(spec.model_run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    report = autotune.run(
+        spec,
+        hardware,
+        run_dir,
+        spec.autotune_budget_s,
+        Path(spec.autotune_cache) if spec.autotune_cache else None,
+        spec.autotune_refresh,
+    )
+    rule = choose_recipe(hardware)
+    report["rule_table"] = {"policy": rule.policy, "xla": rule.xla, "reason": rule.reason}
+    report["scaling"] = autotune.scaling_note(spec, report["winner"])
+    (run_dir / autotune.AUTOTUNE_JSON).write_text(json.dumps(report, indent=2))
+    logger.info("autotune: %s (%s)", report["winner"]["key"], report["winner"]["reason"])
+    return autotune.apply(spec, report["winner"]), report
+
+
+def for_this_task(spec: TrainSpec) -> tuple[TrainSpec, bool]:
+    """The spec as this task of a multi-worker cluster runs it, and whether it is the chief.
+
+    Several workers train one model together: autotune, which measures one node, would let them
+    disagree on the recipe, so there the rule table decides for all; and only the chief writes
+    (every worker takes part in saving, as MultiWorkerMirroredStrategy requires; the others
+    keep their spec, log and copies in a local temporary folder and build no TFLite)."""
+    from components.training import distribution
+
+    config = distribution.tf_config()
+    workers = distribution.cluster_workers(config)
+    if workers > 1 and spec.policy == "autotune":
+        spec = TrainSpec(**resolve_auto({**dataclasses.asdict(spec), "policy": "auto"}))
+        logger.info(
+            "autotune skipped: %d workers must share one recipe; the rule table chose %s",
+            workers,
+            spec.policy,
+        )
+    if distribution.is_chief(config):
+        return spec, True
+    import tempfile
+
+    scratch = Path(tempfile.mkdtemp(prefix="amp-worker-"))
+    return (
+        dataclasses.replace(
+            spec,
+            model_run_dir=str(scratch / "run"),
+            serving_model_dir=str(scratch / "serving"),
+            autotune_cache="",
+            tflite_variants=(),
+        ),
+        False,
+    )
+
+
+def run_fn(fn_args) -> None:
+    """TFX Trainer entry point."""
+    spec, chief = for_this_task(spec_from_fn_args(fn_args))
+    report = None
+    if spec.policy == "autotune":
+        spec, report = autotuned(spec)
+    figures = run_in_subprocess(spec, chief)
+    if not chief:
+        import shutil
+
+        shutil.rmtree(Path(spec.model_run_dir).parent, ignore_errors=True)
+        logger.info("Worker done: the chief writes the model")
+        return
+    if report is not None:  # the figures carry the choice and its evidence
+        figures["autotune"] = report
+        (Path(spec.model_run_dir) / names.FIGURES_JSON).write_text(json.dumps(figures, indent=2))
+    logger.info(
+        "Trained %s: accuracy %.4f, %.1f examples/sec",
+        spec.policy,
+        figures["accuracy"],
+        figures["examples_per_sec"],
+    )

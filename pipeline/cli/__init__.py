@@ -1,0 +1,41 @@
+"""`amp-pipeline`: the one place that sees every package. Each package brings its own commands
+(`add_parsers` + `COMMANDS`); this module only assembles them and dispatches."""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+from benchmarks import cli as benchmarks_cli
+from core.argtypes import Parser
+from kubeflow import cli as kubeflow_cli
+from pipeline.cli import commands as pipeline_commands
+from serving import cli as serving_cli
+
+PACKAGES = (pipeline_commands, kubeflow_cli, serving_cli, benchmarks_cli)
+
+
+def build_parser() -> Parser:
+    parser = Parser(
+        prog="amp-pipeline",
+        description="Train a Keras model in float32 and with automatic mixed precision, gate the "
+        "AMP model on evidence, export it for TF Serving and TFLite, and track it in MLflow.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for package in PACKAGES:
+        package.add_parsers(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # google-api-core warns on every import that Python 3.10 nears its end of support.
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.")
+    args = build_parser().parse_args(argv)
+    commands = {name: fn for package in PACKAGES for name, fn in package.COMMANDS.items()}
+    return commands[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

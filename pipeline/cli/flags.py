@@ -1,0 +1,287 @@
+"""The CLI's flag groups, shared by the commands that need them, and their way back into config.
+
+Every flag's `dest` is the name of the field it sets (RunConfig, TrainOptions, CsvOptions,
+BeamProfile), so a parsed namespace turns into config objects without a field-by-field copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+from components.data.inspection import CsvOptions
+from components.training.distribution import DISTRIBUTIONS
+from components.training.options import (
+    RECIPE_FIELDS,
+    SERVING_PRECISIONS,
+    TFLITE_VARIANTS,
+    TrainOptions,
+)
+from core import argtypes
+from pipeline.beam import BEAM_RUNNERS, BeamProfile
+from pipeline.config import MODELS, PARITY_MODES, RunConfig
+
+POLICIES = ("auto", "autotune", "float32", "mixed_float16", "mixed_bfloat16")
+XLA_CHOICES = ("auto", "on", "off")
+DEFAULTS = RunConfig()
+TRAIN = TrainOptions()
+
+
+def variants(text: str) -> tuple[str, ...]:
+    if text == "none":
+        return ()
+    names = tuple(v.strip() for v in text.split(",") if v.strip())
+    unknown = [v for v in names if v not in TFLITE_VARIANTS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown variant {', '.join(unknown) or text!r}; choose from "
+            f"{', '.join(TFLITE_VARIANTS)} or none"
+        )
+    return names
+
+
+def add_model_flags(p: argparse.ArgumentParser) -> None:
+    """What is trained and how it is judged: `run` and `compile`."""
+    p.add_argument("--label", default=DEFAULTS.label, help="label column (default: %(default)s)")
+    p.add_argument(
+        "--model",
+        choices=MODELS,
+        default=DEFAULTS.model,
+        help="cnn for images, mlp for tabular; auto picks (default: %(default)s)",
+    )
+    p.add_argument(
+        "--model-module",
+        default=None,
+        metavar="PATH_OR_IMPORT",
+        help="your model: a .py file or importable module defining build_model(spec) "
+        "(optional hooks: preprocessing_fn, optimizer, loss); replaces --model",
+    )
+    p.add_argument(
+        "--accuracy-tolerance",
+        type=argtypes.fraction,
+        default=DEFAULTS.accuracy_tolerance,
+        help="largest accuracy drop of AMP vs fp32 that still promotes (default: %(default)s)",
+    )
+    p.add_argument(
+        "--min-speedup",
+        type=argtypes.non_negative,
+        default=DEFAULTS.min_speedup,
+        help="smallest AMP/fp32 precision ratio (median of the side-by-side rounds) that "
+        "still promotes (default: %(default)s: AMP must not be slower)",
+    )
+    p.add_argument(
+        "--parity",
+        choices=PARITY_MODES,
+        default=DEFAULTS.parity,
+        help="evidence: an estimate beyond its threshold rejects; one within it whose 95%% "
+        "interval reaches past it promotes as 'parity not proven'; strict: that rejects too, "
+        "every interval must clear its threshold (default: %(default)s)",
+    )
+    p.add_argument(
+        "--speed-rounds",
+        type=argtypes.positive,
+        default=DEFAULTS.speed_rounds,
+        help="rounds of the side-by-side speed measurement (default: %(default)s)",
+    )
+    p.add_argument(
+        "--model-name", default="", help="served model name (default: 'digits' or the input's name)"
+    )
+    add_training_flags(p)
+
+
+def add_training_flags(p: argparse.ArgumentParser) -> None:
+    """TrainOptions' CLI fields (dest = field name)."""
+    p.add_argument(
+        "--train-steps",
+        type=argtypes.positive,
+        default=TRAIN.train_steps,
+        help="training steps of each trainer (default: %(default)s)",
+    )
+    p.add_argument(
+        "--batch-size", type=argtypes.positive, default=TRAIN.batch_size, help="(default: 64)"
+    )
+    p.add_argument(
+        "--learning-rate",
+        type=argtypes.positive_float,
+        default=TRAIN.learning_rate,
+        help="Adam learning rate of both trainers (default: %(default)s)",
+    )
+    p.add_argument("--seed", type=int, default=TRAIN.seed, help="(default: %(default)s)")
+    p.add_argument(
+        "--seeds",
+        type=argtypes.positive,
+        default=TRAIN.seeds,
+        help="train both twins under this many seeds (--seed, --seed + 1, ...) and gate on all "
+        "of them; with 5 or more the best and worst seed are dropped (default: %(default)s)",
+    )
+    p.add_argument(
+        "--loss-scale-initial",
+        type=argtypes.positive_float,
+        default=TRAIN.loss_scale_initial,
+        help="initial dynamic loss scale for mixed_float16 (default: %(default)s)",
+    )
+    p.add_argument(
+        "--loss-scale-growth-interval",
+        type=argtypes.positive,
+        default=TRAIN.loss_scale_growth_interval,
+        help="finite steps before the loss scale doubles (default: %(default)s)",
+    )
+    p.add_argument(
+        "--collapse-patience",
+        type=argtypes.positive,
+        default=TRAIN.collapse_patience,
+        help="steps with the loss scale at its floor or a NaN loss before training stops "
+        "with a diagnosis (default: %(default)s)",
+    )
+    p.add_argument(
+        "--serving-precision",
+        choices=SERVING_PRECISIONS,
+        default=TRAIN.serving_precision,
+        help="compute dtype of the served SavedModel: float32 (any CPU) or mixed (the "
+        "training policy, for GPU servers) (default: %(default)s)",
+    )
+    p.add_argument(
+        "--tflite",
+        dest="tflite_variants",
+        type=variants,
+        default=TRAIN.tflite_variants,
+        help=f"comma-separated TFLite variants of {', '.join(TFLITE_VARIANTS)}, or 'none' "
+        "(default: all)",
+    )
+    p.add_argument(
+        "--tflite-min-agreement",
+        type=argtypes.fraction,
+        default=TRAIN.tflite_min_agreement,
+        help="float32/float16 TFLite: smallest share of predictions equal to the SavedModel's "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--autotune-budget-s",
+        type=argtypes.positive_float,
+        default=TRAIN.autotune_budget_s,
+        help="--policy autotune: seconds the probe of the candidate recipes may take "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--autotune-refresh",
+        action="store_true",
+        help="--policy autotune: probe again although the output folder caches a winner",
+    )
+    p.add_argument(
+        "--distribution",
+        choices=DISTRIBUTIONS,
+        default=TRAIN.distribution,
+        help="data-parallel training of both twins: mirrored (the GPUs of one machine), "
+        "multiworker (the workers TF_CONFIG names), auto (multiworker when TF_CONFIG names "
+        "several workers, mirrored with more than one GPU, else none); --batch-size is then "
+        "per replica and the learning rate scales with the replicas (default: %(default)s)",
+    )
+    p.add_argument(
+        "--cpu-replicas",
+        type=argtypes.positive,
+        default=TRAIN.cpu_replicas,
+        help="--distribution mirrored without a GPU: logical CPU devices to mirror over "
+        "(proves the path, adds no compute) (default: %(default)s)",
+    )
+    p.add_argument(
+        "--tflite-max-int8-drop",
+        type=argtypes.fraction,
+        default=TRAIN.tflite_max_int8_drop,
+        help="int8 TFLite: largest accuracy drop vs the SavedModel (default: %(default)s)",
+    )
+
+
+def add_beam_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--beam",
+        dest="beam_runner",
+        choices=BEAM_RUNNERS,
+        default="direct",
+        help="where the Beam-based components run (default: %(default)s)",
+    )
+    p.add_argument(
+        "--beam-workers",
+        type=argtypes.positive,
+        default=1,
+        help="DirectRunner workers; > 1 runs them as processes (default: 1)",
+    )
+    p.add_argument("--beam-project", default="", help="Dataflow: GCP project")
+    p.add_argument("--beam-region", default="", help="Dataflow: region")
+    p.add_argument("--beam-temp-location", default="", help="Dataflow: gs:// temp folder")
+    p.add_argument(
+        "--beam-job-endpoint",
+        default="",
+        help="Flink: JobManager host:port; Spark: Beam job server host:port",
+    )
+    p.add_argument(
+        "--beam-environment-type",
+        default="DOCKER",
+        help="Flink/Spark SDK workers: DOCKER, PROCESS or LOOPBACK (default: DOCKER)",
+    )
+
+
+def add_csv_flags(p: argparse.ArgumentParser) -> None:
+    """How CSV inputs are read: `run`, `compile`, `check-model` and `inspect` read them alike."""
+    add_csv_reading_flags(p)
+    p.add_argument(
+        "--keep-columns",
+        type=argtypes.names,
+        default=(),
+        metavar="LIST",
+        help="columns to keep as features although they look ID-like, constant, free text or dates",
+    )
+    p.add_argument(
+        "--drop-columns",
+        type=argtypes.names,
+        default=(),
+        metavar="LIST",
+        help="columns never to use as features",
+    )
+
+
+def add_csv_reading_flags(p: argparse.ArgumentParser) -> None:
+    """How a CSV file's cells are read (also `predict --csv`)."""
+    p.add_argument(
+        "--na-values",
+        type=lambda text: tuple(v for v in text.split(",")),
+        default=None,
+        metavar="LIST",
+        help="comma-separated cell texts that mean missing, replacing the default set "
+        "(pandas': '', NA, N/A, NaN, null, #N/A, None, ...)",
+    )
+    p.add_argument(
+        "--delimiter",
+        type=argtypes.delimiter,
+        default=None,
+        help="field separator: ',', ';', 'tab', '|' or one character (default: sniffed)",
+    )
+    p.add_argument(
+        "--encoding",
+        type=argtypes.encoding,
+        default="utf-8",
+        help="text encoding of the CSV files (default: %(default)s)",
+    )
+
+
+def _fields(cls, args: argparse.Namespace, prefix: str = "", skip=()) -> dict:
+    """The namespace's values for `cls`'s fields (dest = prefix + field name)."""
+    return {
+        f.name: getattr(args, prefix + f.name)
+        for f in dataclasses.fields(cls)
+        if f.name not in skip and hasattr(args, prefix + f.name)
+    }
+
+
+def run_config(args: argparse.Namespace, **overrides) -> RunConfig:
+    """RunConfig from whatever flags the command has; the rest keep their defaults.
+
+    Raises:
+        ValueError: a value the config's own validation refuses.
+    """
+    values = _fields(RunConfig, args, skip=("train", "beam", "csv"))
+    values["train"] = TrainOptions(**_fields(TrainOptions, args, skip=RECIPE_FIELDS))
+    if hasattr(args, "na_values"):
+        values["csv"] = CsvOptions(**_fields(CsvOptions, args))
+    if hasattr(args, "beam_runner"):
+        values["beam"] = BeamProfile(**_fields(BeamProfile, args, prefix="beam_"))
+    return RunConfig(**{**values, **overrides})
