@@ -1,5 +1,5 @@
-"""run_summary.json (the contract in docs/ARCHITECTURE.md and the README) and the short table
-printed at the end of a run."""
+"""run_summary.json: its contract (`CONTRACT`, documented in docs/ARCHITECTURE.md) and building
+it from the run's artifacts. The table printed at the end of a run is pipeline/cli/table.py."""
 
 from __future__ import annotations
 
@@ -12,8 +12,105 @@ from components.amp.precision import Recipe
 from components.gate import speed_record
 from core import names
 from core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_PROMOTED, EXIT_REJECTED
-from core.fmt import number
 from pipeline.results import NodeOutput
+
+NUMBER = (int, float)
+OPTIONAL_NUMBER = (int, float, type(None))
+TRAINER = {
+    "policy": str,
+    "accuracy": NUMBER,
+    "examples_per_sec": NUMBER,
+    "step_time_ms": {"p50": NUMBER, "p90": NUMBER},
+    "peak_memory_mb": NUMBER,
+    "memory_method": str,
+    "batch_size": int,
+}
+# What users' scripts and CI gates may rely on in a finished run's run_summary.json: every key
+# here is present with a value of the given type(s); others may be added freely. A dict value is
+# a nested contract; [x] is a list whose items follow x.
+CONTRACT = {
+    "status": str,  # "promoted" or "rejected"
+    "exit_code": int,  # 0 promoted, 3 rejected
+    "policy": str,  # what the AMP trainer ran
+    "xla": bool,
+    "loss_scaling": bool,
+    "hardware": {"device": str, "name": str, "features": list, "reason": str},
+    "fp32": TRAINER,
+    "amp": {**TRAINER, "loss_scale": {"final": OPTIONAL_NUMBER, "overflow_steps": int}},
+    "speedup": OPTIONAL_NUMBER,  # the ratio the gate used (speedup_kind says which)
+    "speedup_kind": str,  # "precision" or "recipe"
+    "speed_record": {
+        "precision": {"ratio": OPTIONAL_NUMBER},
+        "recipe": {"ratio": OPTIONAL_NUMBER, "amp": dict, "fp32": dict},
+        "memory": {"ratio": OPTIONAL_NUMBER, "kind": str},
+        "gate_uses": str,
+    },
+    "memory_ratio": OPTIONAL_NUMBER,
+    "accuracy_delta": NUMBER,
+    "gate": {
+        "passed": bool,
+        "failed": [str],
+        "rules": [
+            {
+                "name": str,
+                "value": OPTIONAL_NUMBER,
+                "threshold": NUMBER,
+                "passed": bool,
+                "outcome": str,  # pass, fail, unproven or skipped
+                "detail": str,
+            }
+        ],
+        "decision_md": str,
+    },
+    "exports": {"saved_model": (str, type(None)), "tflite": dict},
+    "mlflow": {"tracking_uri": str, "experiment": str, "run_id": str},
+}
+
+
+def contract_violations(summary: dict, contract: dict = CONTRACT, where: str = "") -> list[str]:
+    """Where `summary` breaks the contract: a missing key or a value of another type."""
+    out = []
+    for key, want in contract.items():
+        path = f"{where}{key}"
+        if key not in summary:
+            out.append(f"{path}: missing")
+            continue
+        out += _check(summary[key], want, path)
+    return out
+
+
+def _check(value, want, path: str) -> list[str]:
+    if isinstance(want, dict):
+        if not isinstance(value, dict):
+            return [f"{path}: {type(value).__name__}, not an object"]
+        return contract_violations(value, want, f"{path}.")
+    if isinstance(want, list):
+        if not isinstance(value, list):
+            return [f"{path}: {type(value).__name__}, not a list"]
+        return [v for i, item in enumerate(value) for v in _check(item, want[0], f"{path}[{i}]")]
+    types = want if isinstance(want, tuple) else (want,)
+    if isinstance(value, bool) and bool not in types:
+        return [f"{path}: bool, not {' or '.join(t.__name__ for t in types)}"]
+    if not isinstance(value, types):
+        return [f"{path}: {type(value).__name__}, not {' or '.join(t.__name__ for t in types)}"]
+    return []
+
+
+def contract_keys(contract: dict = CONTRACT, where: str = "") -> list[str]:
+    """Every key path of the contract, as docs/ARCHITECTURE.md lists them."""
+    keys = []
+    for key, want in contract.items():
+        keys.append(f"{where}{key}")
+        nested = (
+            want
+            if isinstance(want, dict)
+            else (want[0] if isinstance(want, list) and isinstance(want[0], dict) else None)
+        )
+        if nested is not None:
+            suffix = "[]." if isinstance(want, list) else "."
+            keys += contract_keys(nested, f"{where}{key}{suffix}")
+    return keys
+
 
 TRAINER_KEYS = (
     "policy",
@@ -269,155 +366,3 @@ def _serving(report: dict) -> dict:
     """The infra validation's verdict and latencies, without its configuration echo."""
     keys = ("passed", "reasons", "examples", "signatures", "latency")
     return {k: report[k] for k in keys if k in report}
-
-
-def speed_lines(summary: dict) -> list[str]:
-    """The speed record: the precision ratio, the recipe ratio and the memory ratio, each with
-    what it was measured at, and which one the gate uses."""
-    record = summary.get("speed_record")
-    if not record:
-        return []
-    first, *rest = speed_record.lines(record)
-    uses = f"  [gate: {record['gate_uses']} ratio]"
-    return [f"  speed        {first}" + (uses if record["gate_uses"] == "precision" else "")] + [
-        f"               {line}" + (uses if i == 0 and record["gate_uses"] == "recipe" else "")
-        for i, line in enumerate(rest)
-    ]
-
-
-def seeds_lines(summary: dict) -> list[str]:
-    """Per seed, with --seeds > 1: each twin's accuracy and the paired difference."""
-    seeds = summary.get("seeds") or {}
-    if len(seeds.get("pairs", [])) < 2:
-        return []
-    fp32 = {r["seed"]: r for r in seeds["fp32"]["per_seed"]}
-    amp = {r["seed"]: r for r in seeds["amp"]["per_seed"]}
-    lines = []
-    for pair in seeds["pairs"]:
-        s = pair["seed"]
-        lines.append(
-            f"  seed {s:<6} fp32 {number(fp32.get(s, {}).get('accuracy'), '.4f')}  amp "
-            f"{number(amp.get(s, {}).get('accuracy'), '.4f')}  change {pair['delta']:+.4f} "
-            f"({pair['b']} won, {pair['c']} lost of {pair['n']})"
-        )
-    d = seeds["delta"]
-    lines.append(
-        f"  seeds        mean change {number(d['mean'], '+.4f')} (sd {number(d['std'], '.4f')})"
-        + (f", trimmed mean {d['trimmed_mean']:+.4f}" if d.get("trimmed") else "")
-    )
-    return lines
-
-
-def readiness_lines(summary: dict) -> list[str]:
-    """The readiness check in the terminal table: its verdict and each finding."""
-    lines = []
-    fix = summary.get("output_fix")
-    if fix and fix.get("action") not in (None, "none"):
-        lines.append(f"  output       {fix['detail']}")
-    report = summary.get("readiness")
-    if not report:
-        return lines
-    verdict = "ready" if report["ok"] else f"{len(report['findings'])} finding(s)"
-    lines.append(f"  readiness    {verdict} under {report['policy']}")
-    lines += [f"    - {finding}" for finding in report["findings"]]
-    lines += [f"    tensor cores: {advice}" for advice in report.get("tensor_core_advice", [])]
-    return lines
-
-
-def _interval(trainer: dict, summary: dict) -> str:
-    """Wilson 95% interval of an accuracy on the eval examples the gate paired."""
-    from components.gate.stats import proportion_interval
-
-    pairs = (summary.get("seeds") or {}).get("pairs") or []
-    n = pairs[0]["n"] if pairs else 0
-    if not n or trainer.get("accuracy") is None:
-        return "n/a"
-    lo, hi = proportion_interval(round(trainer["accuracy"] * n), n)
-    return f"{lo:.3f}-{hi:.3f}"
-
-
-def _steps(trainer: dict) -> str:
-    t = trainer["step_time_ms"]
-    return f"{number(t['p50'], '.1f')}/{number(t['p90'], '.1f')}"
-
-
-def format_table(summary: dict) -> str:
-    """The short table printed at the end of `amp-pipeline run`."""
-    fp32, amp = summary["fp32"], summary["amp"]
-    rows = [
-        ("", "fp32", f"amp ({summary['policy']})"),
-        ("accuracy (eval)", number(fp32["accuracy"], ".4f"), number(amp["accuracy"], ".4f")),
-        ("  95% interval", _interval(fp32, summary), _interval(amp, summary)),
-        (
-            "examples/sec",
-            number(fp32["examples_per_sec"], ",.0f"),
-            number(amp["examples_per_sec"], ",.0f"),
-        ),
-        ("step p50/p90 ms", _steps(fp32), _steps(amp)),
-        (
-            "peak memory MB",
-            number(fp32["peak_memory_mb"], ".0f"),
-            number(amp["peak_memory_mb"], ".0f"),
-        ),
-    ]
-    width = max(len(r[0]) for r in rows)
-    lines = [f"  {a:<{width}}  {b:>12}  {c:>24}" for a, b, c in rows]
-    hw = summary["hardware"]
-    gate = summary["gate"]
-    verdict = "PROMOTED" if summary["status"] == "promoted" else "REJECTED"
-    lines += [
-        "",
-        f"  hardware     {hw['device']}: {hw['name']}",
-        f"  recipe       {summary['policy']}, xla={'on' if summary['xla'] else 'off'}, "
-        f"loss scaling={'on' if summary['loss_scaling'] else 'off'}",
-        f"  why          {hw['reason']}",
-    ]
-    if summary.get("xla_fallback"):
-        lines.append(f"  xla          fell back to off: {summary['xla_fallback']}")
-    lines += readiness_lines(summary)
-    tuned = summary.get("autotune")
-    if tuned:
-        w = tuned["winner"]
-        rule = tuned.get("rule_table") or {}
-        lines.append(
-            f"  autotune     {w['key']}: {w['reason']}; {tuned.get('scaling')} (rule table: "
-            f"{rule.get('policy')}, xla={'on' if rule.get('xla') else 'off'})"
-            + (" [cached]" if tuned.get("cached") else "")
-        )
-    spread = summary.get("distribution")
-    if spread:
-        lines.append(f"  replicas     {spread['strategy']}: {spread['note']}")
-    lines += speed_lines(summary)
-    slow = summary.get("why_not_faster")
-    if slow:
-        lines += [f"    why not faster: {reason}" for reason in slow["reasons"]]
-    lines += seeds_lines(summary)
-    lines += [
-        f"  gate         {verdict}"
-        + (f": failed {', '.join(gate['failed'])}" if gate["failed"] else ""),
-    ]
-    marks = {"skipped": "skip", "pass": "pass", "fail": "FAIL", "unproven": "unproven"}
-    for rule in gate["rules"]:
-        mark = marks.get(rule.get("outcome"), "pass" if rule["passed"] else "FAIL")
-        lines.append(f"    {mark:<8} {rule['name']:<22} {rule['detail']}")
-    for name, v in summary["exports"].get("tflite", {}).items():
-        if v.get("converted"):
-            lines.append(
-                f"  tflite       {name:<13} {v['size_bytes'] / 1024:8.1f} KiB  "
-                f"accuracy {v['accuracy']:.4f}  agreement {v['agreement']:.4f}  "
-                f"{v['latency_ms']:.3f} ms/example"
-            )
-        else:
-            lines.append(f"  tflite       {name:<13} FAILED: {v['error']}")
-    if summary.get("already_in_production"):
-        lines.append(
-            f"  pushed       nothing new: this model is already in production at "
-            f"{summary['exports']['saved_model']}"
-        )
-    elif summary["exports"]["saved_model"]:
-        lines.append(f"  pushed       {summary['exports']['saved_model']}")
-    else:
-        lines.append("  pushed       nothing (the serving folder is unchanged)")
-    if summary.get("deploy"):
-        lines.append(f"  deploy       {summary['deploy']['models_config']} (+ kubernetes/)")
-    return "\n".join(lines)

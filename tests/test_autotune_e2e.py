@@ -58,6 +58,7 @@ def test_autotune_run_trains_the_winner_and_a_rerun_uses_the_cache(tmp_path):
     assert not list((tmp_path / "again").glob("autotune_threads*"))  # no probe process ran
     assert applied.batch_size == winner["batch_size"] and applied.policy == winner["policy"]
     # ... and what the summary table prints for a cached choice.
-    from pipeline.summary import autotune_summary, format_table
+    from pipeline.cli.table import format_table
+    from pipeline.summary import autotune_summary
 
     assert "[cached]" in format_table({**summary, "autotune": autotune_summary(report)})

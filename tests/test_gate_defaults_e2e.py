@@ -11,6 +11,7 @@ import json
 import pytest
 
 from components.gate.rules import GateConfig
+from pipeline.summary import contract_violations
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.e2e
@@ -49,6 +50,7 @@ def test_the_decision_follows_from_the_printed_evidence(default_run):
     out, result = default_run
     assert result.returncode in (0, 3), result.stdout + result.stderr
     summary = json.loads((out / "run_summary.json").read_text())
+    assert contract_violations(summary) == []  # docs/ARCHITECTURE.md, "run_summary.json"
     decision = json.loads((out / "decision.json").read_text())
     assert decision["thresholds"]["accuracy_tolerance"] == DEFAULTS.accuracy_tolerance
     assert decision["thresholds"]["min_speedup"] == DEFAULTS.min_speedup

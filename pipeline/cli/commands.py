@@ -159,7 +159,7 @@ def error(message) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from pipeline import local_runner
-    from pipeline.summary import format_table
+    from pipeline.cli.table import format_table
 
     try:
         config = flags.run_config(args)
