@@ -8,7 +8,6 @@ import json
 import logging
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -17,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.configs import BenchConfig
+from components.amp.perf import median
 
 logger = logging.getLogger(__name__)
 
@@ -91,10 +91,6 @@ def run_one(
         return json.loads(out_path.read_text())
 
 
-def _median(values: list[float]) -> float:
-    return float(statistics.median(values))
-
-
 def run_bench(
     configs: list[BenchConfig],
     repeats: int = 3,
@@ -123,12 +119,12 @@ def run_bench(
             {
                 **dataclasses.asdict(c),
                 "key": c.key,
-                "examples_per_sec": _median([x["examples_per_sec"] for x in rs]),
+                "examples_per_sec": median([x["examples_per_sec"] for x in rs]),
                 "step_time_ms": {
-                    "p50": _median([x["step_time_ms"]["p50"] for x in rs]),
-                    "p90": _median([x["step_time_ms"]["p90"] for x in rs]),
+                    "p50": median([x["step_time_ms"]["p50"] for x in rs]),
+                    "p90": median([x["step_time_ms"]["p90"] for x in rs]),
                 },
-                "peak_memory_mb": _median([x["peak_memory_mb"] for x in rs]),
+                "peak_memory_mb": median([x["peak_memory_mb"] for x in rs]),
                 "memory_method": rs[0]["memory_method"],
                 # What ran it: "cpu", or the JAX device's kind (a GPU's name); library versions.
                 "ran_on": rs[0].get("device", c.device),

@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 from typing import TextIO
 
-from components.training.options import TrainOptions
+from components.training.options import RECIPE_FIELDS, TrainOptions
 from core import names
 from core.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError
 from pipeline.config import RunConfig, model_for, model_name_for, model_options_for
@@ -53,9 +53,6 @@ def _params(config: RunConfig, data, amp: TrainOptions) -> dict:
         "min_speedup": config.min_speedup,
         "parity": config.parity,
     }
-
-
-RECIPE_FIELDS = ("policy", "xla", "loss_scaling", "device", "readiness", "diagnose", "model")
 
 
 def _track_success(tracker, latest, result: dict, config: RunConfig, tags: dict) -> None:

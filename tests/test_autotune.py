@@ -103,7 +103,17 @@ def test_nothing_measured_is_reported_not_guessed():
 def test_the_winner_keeps_the_examples_seen_by_scaling_steps_with_the_batch():
     from components.training.job import TrainSpec
 
-    spec = TrainSpec((), (), "", "", "", {}, batch_size=64, learning_rate=1e-3, train_steps=300)
+    spec = TrainSpec(
+        train_files=(),
+        eval_files=(),
+        transform_output="",
+        serving_model_dir="",
+        model_run_dir="",
+        data_spec={},
+        batch_size=64,
+        learning_rate=1e-3,
+        train_steps=300,
+    )
     c = Candidate("mixed_bfloat16", False, 256, 4e-3, threads=1)
     tuned = autotune.apply(spec, {"candidate": c.to_dict()})
     assert (tuned.policy, tuned.batch_size, tuned.learning_rate, tuned.train_steps) == (

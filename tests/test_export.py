@@ -30,7 +30,15 @@ def float32_weights(digits, tmp_path_factory):
     """
     data, train_x, train_y, _, _ = digits
     tmp = tmp_path_factory.mktemp("w")
-    spec = TrainSpec((), (), "", str(tmp / "s"), str(tmp / "r"), data.to_dict(), model="cnn")
+    spec = TrainSpec(
+        train_files=(),
+        eval_files=(),
+        transform_output="",
+        serving_model_dir=str(tmp / "s"),
+        model_run_dir=str(tmp / "r"),
+        data_spec=data.to_dict(),
+        model="cnn",
+    )
     keras.utils.set_random_seed(0)
     model = build_under_policy(spec, "float32")
     model.compile(keras.optimizers.Adam(3e-3), "sparse_categorical_crossentropy")
@@ -52,12 +60,12 @@ def test_every_variant_converts_and_matches_the_savedmodel(
 ):
     data, train_x, train_y, eval_x, eval_y = digits
     spec = TrainSpec(
-        (),
-        (),
-        "",
-        str(tmp_path / "serving"),
-        str(tmp_path / "run"),
-        data.to_dict(),
+        train_files=(),
+        eval_files=(),
+        transform_output="",
+        serving_model_dir=str(tmp_path / "serving"),
+        model_run_dir=str(tmp_path / "run"),
+        data_spec=data.to_dict(),
         model="cnn",
         policy=policy,
     )

@@ -136,7 +136,15 @@ def test_every_extra_seed_is_watched_as_the_first_one_is(monkeypatch, tmp_path):
     monkeypatch.setattr(trainer_job, "build_fresh", poisoned)
     monkeypatch.setattr(trainer_job, "make_dataset", dataset)
     monkeypatch.setattr(trainer_job, "compile_model", _compile)
-    spec = TrainSpec((), (), "", str(tmp_path / "s"), str(tmp_path / "r"), {}, model="mlp")
+    spec = TrainSpec(
+        train_files=(),
+        eval_files=(),
+        transform_output="",
+        serving_model_dir=str(tmp_path / "s"),
+        model_run_dir=str(tmp_path / "r"),
+        data_spec={},
+        model="mlp",
+    )
     spec = dataclasses.replace(
         spec, seed=42, seeds=2, train_steps=30, collapse_patience=3, batch_size=8
     )

@@ -20,6 +20,13 @@ def timed_steps(model, batches, steps: int) -> float:
     return time.perf_counter() - start
 
 
+def median(values: list[float]) -> float:
+    """The median of repeated measurements (the mean of the middle two for an even count)."""
+    import statistics
+
+    return float(statistics.median(values))
+
+
 def percentile_ms(seconds: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(seconds) * 1000.0, q)) if seconds else float("nan")
 

@@ -35,7 +35,7 @@ WARMUP_STEPS = 5
 
 def measure(fp32_spec, amp_spec, rounds: int = ROUNDS) -> dict:
     """Alternating bursts of float32 and AMP training steps; one throughput ratio per round."""
-    from components.amp.perf import timed_steps
+    from components.amp.perf import median, timed_steps
     from components.gate.stats import median_and_spread
     from components.training.job import build_fresh, compile_model, host_batches
 
@@ -70,18 +70,14 @@ def measure(fp32_spec, amp_spec, rounds: int = ROUNDS) -> dict:
         "ratio": spread,
         "fp32_step_ms": median_and_spread(fp32_ms),
         "amp_step_ms": median_and_spread(amp_ms),
-        "fp32_examples_per_sec": batch * 1000 / spread_median(fp32_ms),
-        "amp_examples_per_sec": batch * 1000 / spread_median(amp_ms),
+        "fp32_examples_per_sec": batch * 1000 / median(fp32_ms),
+        "amp_examples_per_sec": batch * 1000 / median(amp_ms),
         "policy": amp_spec.policy,
         "xla": amp_spec.xla,
         "batch_size": batch,
         "threads": amp_spec.intra_op_threads,
         "device": amp_spec.device,
     }
-
-
-def spread_median(values: list[float]) -> float:
-    return sorted(values)[len(values) // 2]
 
 
 def main(argv: list[str]) -> int:

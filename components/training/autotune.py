@@ -32,6 +32,8 @@ import math
 import time
 from pathlib import Path
 
+from components.amp.perf import median
+
 logger = logging.getLogger(__name__)
 
 AUTOTUNE_JSON = "autotune.json"
@@ -107,7 +109,7 @@ def candidates(
 
 def survivors(rates: dict[str, list[float]], drop_factor: float = DROP_SLOWER_THAN) -> dict:
     """{key: reason} of the candidates to drop: median throughput below best / drop_factor."""
-    medians = {k: _median(v) for k, v in rates.items() if v}
+    medians = {k: median(v) for k, v in rates.items() if v}
     if not medians:
         return {}
     best = max(medians.values())
@@ -181,15 +183,6 @@ def choose(results: dict[str, dict], parity: dict[tuple, tuple[bool, str]]) -> d
         reason = f"fastest of {len(allowed)} candidates that kept parity"
     return {"key": key, "candidate": best["candidate"], "examples_per_sec": best["median"],
             "reason": reason}  # fmt: skip
-
-
-def _median(values: list[float]) -> float:
-    s = sorted(values)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
-
-
-# -- measurement (in a probe process) ---------------------------------------------------------
 
 
 def _model(spec, policy: str, xla: bool, batch_size: int, learning_rate: float):
@@ -270,7 +263,7 @@ def probe(
                 results[key]["dropped"] = reason
             live = [c for c in live if not results[c.key]["dropped"]]
     for r in results.values():
-        r["median"] = _median(r["rates"]) if r["rates"] else None
+        r["median"] = median(r["rates"]) if r["rates"] else None
         r["spread"] = [min(r["rates"]), max(r["rates"])] if r["rates"] else None
         if not r["rates"] and not r["dropped"]:
             r["dropped"] = "not measured within the budget"

@@ -14,62 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from components.training.options import TrainOptions
+from components.training.options import TrainSpec
 from core import names
 
 logger = logging.getLogger(__name__)
-
-
-PATH_FIELDS = (
-    ("train_files", tuple),
-    ("eval_files", tuple),
-    ("transform_output", str),
-    ("serving_model_dir", str),
-    ("model_run_dir", str),
-    ("data_spec", dict),
-)
-
-
-def _to_json(self) -> str:
-    return json.dumps(dataclasses.asdict(self), indent=2)
-
-
-def _from_json(cls, text: str):
-    d = json.loads(text)
-    d["train_files"] = tuple(d["train_files"])
-    d["eval_files"] = tuple(d["eval_files"])
-    d["tflite_variants"] = tuple(d.get("tflite_variants", ()))
-    return cls(**d)
-
-
-def _options(self) -> TrainOptions:
-    return TrainOptions.from_config(dataclasses.asdict(self))
-
-
-def _option_field(f: dataclasses.Field):
-    if f.default_factory is not dataclasses.MISSING:
-        return dataclasses.field(default_factory=f.default_factory)
-    return dataclasses.field(default=f.default)
-
-
-# One trainer's job, as plain data (it crosses a process boundary as JSON): where its data and
-# outputs are, then every field of TrainOptions (components/training/options.py), flat.
-TrainSpec = dataclasses.make_dataclass(
-    "TrainSpec",
-    [
-        *PATH_FIELDS,
-        *((f.name, f.type, _option_field(f)) for f in dataclasses.fields(TrainOptions)),
-    ],
-    frozen=True,
-    namespace={
-        "to_json": _to_json,
-        "from_json": classmethod(_from_json),
-        "options": property(_options),
-        "seed_list": property(lambda self: [self.seed + k for k in range(self.seeds)]),
-        "__doc__": "One trainer's job: its paths and data spec, and TrainOptions' fields.",
-    },
-)
-TrainSpec.__module__ = __name__
 
 
 def make_dataset(file_patterns, transform_output: str, batch_size: int, seed: int, train: bool):

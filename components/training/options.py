@@ -11,6 +11,7 @@ made with `dataclasses.replace`, as Flax makes config variants from one default.
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from components.export.tflite import VARIANTS as TFLITE_VARIANTS
 from components.export.tflite import ParityThresholds
@@ -161,3 +162,42 @@ class TrainOptions:
         if "tflite_variants" in values:
             values["tflite_variants"] = tuple(values["tflite_variants"])
         return cls(**values)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainSpec(TrainOptions):
+    """One trainer's job: where its data and outputs are, and every field of TrainOptions, flat.
+
+    It crosses a process boundary as JSON (`to_json`, `from_json`): the Trainer's `run_fn`
+    writes it, the trainer process, autotune's probes and the side-by-side measurement read it.
+    The path fields are keyword-only.
+
+    Attributes:
+        train_files, eval_files: Transform's output file patterns of each split.
+        transform_output: the Transform graph's folder.
+        serving_model_dir: where the serving SavedModel goes (TFX's `serving_model_dir`).
+        model_run_dir: where the figures, predictions and logs go (TFX's `model_run_dir`).
+        data_spec: the DataSpec (core/data_spec.py) as a dict.
+    """
+
+    _: dataclasses.KW_ONLY
+    train_files: tuple[str, ...]
+    eval_files: tuple[str, ...]
+    transform_output: str
+    serving_model_dir: str
+    model_run_dir: str
+    data_spec: dict
+
+    @property
+    def options(self) -> TrainOptions:
+        return TrainOptions.from_config(dataclasses.asdict(self))
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> TrainSpec:
+        d = json.loads(text)
+        for name in ("train_files", "eval_files", "tflite_variants"):
+            d[name] = tuple(d.get(name, ()))
+        return cls(**d)
