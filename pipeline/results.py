@@ -30,7 +30,7 @@ def _value(v: metadata_store_pb2.Value):
 
 
 @dataclasses.dataclass(frozen=True)
-class LatestRun:
+class PipelineRun:
     """One pipeline run: its id, each node's execution id and output artifacts."""
 
     run_id: str | None
@@ -38,13 +38,7 @@ class LatestRun:
     outputs: dict[str, dict[str, NodeOutput]]
 
 
-def read_latest_run(metadata_path: Path, pipeline_name: str) -> LatestRun:
-    """The newest run of `pipeline_name` (for looking at a finished output folder; a running
-    pipeline reads its own run with `read_run`)."""
-    return read_run(metadata_path, pipeline_name, None)
-
-
-def read_run(metadata_path: Path, pipeline_name: str, run_id: str | None) -> LatestRun:
+def read_run(metadata_path: Path, pipeline_name: str, run_id: str | None) -> PipelineRun:
     """What run `run_id` of `pipeline_name` produced (None: the newest run)."""
     config = metadata_store_pb2.ConnectionConfig()
     config.sqlite.filename_uri = str(metadata_path)
@@ -58,7 +52,7 @@ def read_run(metadata_path: Path, pipeline_name: str, run_id: str | None) -> Lat
         if not runs:
             raise LookupError(f"ML Metadata has no run {run_id!r} of {pipeline_name}")
     if not runs:
-        return LatestRun(None, {}, {})
+        return PipelineRun(None, {}, {})
     run = max(runs, key=lambda c: (c.create_time_since_epoch, c.id))
     run_executions = {e.id for e in store.get_executions_by_context(run.id)}
     types = {t.id: t.name for t in store.get_artifact_types()}
@@ -85,7 +79,7 @@ def read_run(metadata_path: Path, pipeline_name: str, run_id: str | None) -> Lat
             out.setdefault(node_id, {})[keyed[art.id]] = NodeOutput(
                 uri=art.uri, type_name=types.get(art.type_id, ""), properties=props
             )
-    return LatestRun(run.name, execution_ids, out)
+    return PipelineRun(run.name, execution_ids, out)
 
 
 def _belongs(store, run_context, pipeline_name: str) -> bool:

@@ -131,7 +131,7 @@ def test_the_trainer_falls_back_from_xla_when_the_compile_fails(out, tmp_path):
     real trainer process on the Transform output of the runs above."""
     from components.training.job import TrainSpec
     from components.training.trainer import run_in_subprocess
-    from pipeline.results import read_latest_run
+    from pipeline.results import read_run
 
     module = tmp_path / "host_op.py"
     module.write_text(
@@ -154,7 +154,7 @@ def test_the_trainer_falls_back_from_xla_when_the_compile_fails(out, tmp_path):
     )
     from components.models.user_module import resolve
 
-    latest = read_latest_run(out / "metadata.sqlite", "amp-pipeline-digits")
+    latest = read_run(out / "metadata.sqlite", "amp-pipeline-digits", None)
     transform = latest.outputs["Transform"]
     examples = Path(transform["transformed_examples"].uri)
     data_spec = json.loads((out / "run_summary.json").read_text())["data"]

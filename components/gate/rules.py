@@ -294,11 +294,6 @@ def tflite_rules(report: dict, strict: bool = False) -> tuple[Rule, ...]:
             threshold = thresholds.get("max_int8_accuracy_drop" if int8 else "min_agreement", 0)
             rules.append(Rule(name, None, threshold, False, f"conversion failed: {r['error']}"))
             continue
-        if "n" not in r:  # a report without counts: the point estimate decides
-            threshold = thresholds.get("max_int8_accuracy_drop" if int8 else "min_agreement", 0)
-            value = report["reference"]["accuracy"] - r["accuracy"] if int8 else r["agreement"]
-            rules.append(Rule(name, value, threshold, bool(r["passed"]), r.get("rule", "")))
-            continue
         if int8:
             drop = thresholds.get("max_int8_accuracy_drop", 0.0)
             pairs = gate_stats.Paired(

@@ -121,9 +121,9 @@ def format_table(summary: dict) -> str:
             f"{rule.get('policy')}, xla={'on' if rule.get('xla') else 'off'})"
             + (" [cached]" if tuned.get("cached") else "")
         )
-    spread = summary.get("distribution")
-    if spread:
-        lines.append(f"  replicas     {spread['strategy']}: {spread['note']}")
+    distribution = summary.get("distribution")
+    if distribution:
+        lines.append(f"  replicas     {distribution['strategy']}: {distribution['note']}")
     lines += speed_lines(summary)
     slow = summary.get("why_not_faster")
     if slow:
