@@ -11,12 +11,16 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 ROOT = Path(__file__).resolve().parent.parent
+# The environment as the session started, before any test imported a library that writes to
+# os.environ: tensorflow-transform sets TF_USE_LEGACY_KERAS, TF2_BEHAVIOR, KMP_INIT_AT_FORK,
+# KMP_DUPLICATE_LIB_OK and more on import, and `mlflow.set_tracking_uri` exports
+# MLFLOW_TRACKING_URI. A child process must not depend on which tests ran before it.
+SESSION_ENV = dict(os.environ)
 
 
 def clean_env() -> dict[str, str]:
-    """The environment without MLflow's URIs: `mlflow.set_tracking_uri` in a test exports
-    MLFLOW_TRACKING_URI, which a CLI started afterwards would otherwise inherit."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    """The environment a user's shell would give a command: the session's, as it started."""
+    return {k: v for k, v in SESSION_ENV.items() if not k.startswith("MLFLOW_")}
 
 
 def run_cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -29,6 +33,7 @@ def run_cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
         timeout=timeout,
         check=False,
         env=clean_env(),
+        stdin=subprocess.DEVNULL,
     )
 
 

@@ -40,6 +40,8 @@ def mlflow_server(tmp_path_factory):
             "2",
         ],
         cwd=root,
+        env=clean_env(),
+        stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
     )
