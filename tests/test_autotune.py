@@ -101,7 +101,7 @@ def test_nothing_measured_is_reported_not_guessed():
 
 
 def test_the_winner_keeps_the_examples_seen_by_scaling_steps_with_the_batch():
-    from components.training.job import TrainSpec
+    from components.training.options import TrainSpec
 
     spec = TrainSpec(
         train_files=(),

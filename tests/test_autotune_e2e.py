@@ -44,7 +44,7 @@ def test_autotune_run_trains_the_winner_and_a_rerun_uses_the_cache(tmp_path):
     assert any(k.endswith("/examples_per_sec") for k in tune_run.data.metrics)
     # The winner is cached per hardware, model, input and batch: the AMP trainer's own autotune
     # step, run again on this run's Transform output with the run's cache file, does not probe.
-    from components.training.job import TrainSpec
+    from components.training.options import TrainSpec
     from components.training.trainer import autotuned
 
     spec_path = next((out / "tfx" / "TrainerAmp").rglob("train_spec.json"))

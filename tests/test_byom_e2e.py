@@ -129,7 +129,7 @@ def test_own_preprocessing_example_trains_on_its_own_features(out):
 def test_the_trainer_falls_back_from_xla_when_the_compile_fails(out, tmp_path):
     """A module whose layer XLA cannot compile (a host Python call), trained with XLA on by the
     real trainer process on the Transform output of the runs above."""
-    from components.training.job import TrainSpec
+    from components.training.options import TrainSpec
     from components.training.trainer import run_in_subprocess
     from pipeline.results import read_run
 

@@ -32,3 +32,20 @@ def test_the_child_gets_sigterm_as_death_signal_without_a_library_search(monkeyp
         [sys.executable, "-c", PR_GET_PDEATHSIG], capture_output=True, text=True, check=True
     )
     assert plain.stdout.strip() == "0"
+
+
+def test_run_module_finds_the_project_from_any_folder_and_logs_the_output(tmp_path, monkeypatch):
+    """The trainers, autotune's probes and the speed measurement start `python -m` children
+    through it: the project must import in the child whatever the working folder."""
+    from core.child_process import PROJECT_ROOT, run_module
+
+    assert (PROJECT_ROOT / "components" / "gate" / "speed.py").is_file()
+    monkeypatch.chdir(tmp_path)
+    log = tmp_path / "child.log"
+    env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
+    proc = run_module("core.names", [], log, env=env)  # importable, runs nothing
+    assert proc.returncode == 0, log.read_text()
+    proc = run_module("components.gate.no_such_module", [], log, env=env)
+    assert proc.returncode != 0 and "No module named components.gate.no_such_module" in (
+        log.read_text()
+    )

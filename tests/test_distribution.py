@@ -122,7 +122,7 @@ def test_the_flags_reach_both_twins_train_options():
 
 
 def _spec(**kw):
-    from components.training.job import TrainSpec
+    from components.training.options import TrainSpec
 
     base = dict(
         train_files=(),

@@ -120,7 +120,7 @@ def test_every_extra_seed_is_watched_as_the_first_one_is(monkeypatch, tmp_path):
 
     from components.amp.loss_scale import LossScaleCollapse
     from components.training import job as trainer_job
-    from components.training.job import TrainSpec
+    from components.training.options import TrainSpec
 
     def poisoned(spec, policy, strategy=None):
         model = _mlp(policy, kernel_scale=0.05)

@@ -395,7 +395,7 @@ def test_mirrored_over_two_cpu_devices_trains_and_exports(digits_run, tmp_path):
     """The real trainer process under --distribution mirrored (2 logical CPU devices) on the
     digits run's Transform output: the global batch, the scaled learning rate, the export."""
     from components.data.ingest import prepare
-    from components.training.job import TrainSpec
+    from components.training.options import TrainSpec
     from components.training.trainer import run_in_subprocess
 
     out, _ = digits_run

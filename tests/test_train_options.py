@@ -5,8 +5,7 @@ import types
 
 import pytest
 
-from components.training.job import TrainSpec
-from components.training.options import TrainOptions
+from components.training.options import TrainOptions, TrainSpec
 from components.training.trainer import spec_from_fn_args
 
 

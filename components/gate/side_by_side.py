@@ -4,19 +4,14 @@
 import json
 import logging
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 from tfx import v1 as tfx
 from tfx.types.artifact import Artifact
 
 from core import names
-from core.child_process import die_with_parent
+from core.child_process import run_module
 
 logger = logging.getLogger(__name__)
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 class SpeedComparison(Artifact):
@@ -59,20 +54,9 @@ def compare(fp32_run_dir: str, amp_run_dir: str, out_dir: str, rounds: int) -> d
         with open(amp_json, "w") as f:
             json.dump({"spec": spec, "xla": amp["xla"]}, f)
         out_json = os.path.join(out_dir, names.SPEED_JSON)
-        env = dict(
-            os.environ,
-            PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
-        )
-        with open(os.path.join(out_dir, "side_by_side.log"), "w") as log:
-            proc = subprocess.run(
-                [
-                    sys.executable, "-m", "components.gate.speed",
-                    os.path.join(fp32_run_dir, names.TRAIN_SPEC_JSON), amp_json, out_json,
-                    str(rounds),
-                ],
-                stdout=log, stderr=subprocess.STDOUT, env=env, check=False,
-                preexec_fn=die_with_parent,
-            )  # fmt: skip
+        args = [os.path.join(fp32_run_dir, names.TRAIN_SPEC_JSON), amp_json, out_json, rounds]
+        log = os.path.join(out_dir, "side_by_side.log")
+        proc = run_module("components.gate.speed", args, log)
         if proc.returncode != 0:
             raise RuntimeError(
                 f"the side-by-side speed measurement failed (exit {proc.returncode}; log: "

@@ -83,7 +83,7 @@ def measure(fp32_spec, amp_spec, rounds: int = ROUNDS) -> dict:
 def main(argv: list[str]) -> int:
     import dataclasses
 
-    from components.training.job import TrainSpec
+    from components.training.options import TrainSpec
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     from core.child_process import watch_parent

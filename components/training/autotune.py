@@ -326,11 +326,9 @@ def run(spec, hardware, run_dir: Path, budget_s: float, cache: Path | None, refr
     `refresh`.
     """
     import os
-    import subprocess
-    import sys
 
     from core import names
-    from core.child_process import die_with_parent
+    from core.child_process import run_module
 
     architecture = json.dumps(
         {"model": spec.model, "options": spec.model_options, "module": spec.model_module},
@@ -346,9 +344,6 @@ def run(spec, hardware, run_dir: Path, budget_s: float, cache: Path | None, refr
     threads = thread_options(hardware.device, os.cpu_count() or 1)
     others = [t for t in threads if t != 0]
     results, parity = {}, {}
-    root = str(Path(__file__).resolve().parent.parent)
-    pythonpath = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-    env = dict(os.environ, PYTHONPATH=pythonpath)
     spec_path = run_dir / f"autotune_{names.TRAIN_SPEC_JSON}"
     spec_path.write_text(spec.to_json())
 
@@ -356,17 +351,13 @@ def run(spec, hardware, run_dir: Path, budget_s: float, cache: Path | None, refr
 
     def probe_process(t: int, budget: float, only: list[dict] | None) -> dict | None:
         out = run_dir / f"autotune_threads{t}.json"
-        args = [sys.executable, "-m", "components.training.autotune_process", str(spec_path),
-                str(out), str(t), str(budget)]  # fmt: skip
+        args = [spec_path, out, t, budget]
         if only is not None:
             given = run_dir / f"autotune_threads{t}_candidates.json"
             given.write_text(json.dumps(only))
-            args.append(str(given))
-        with open(run_dir / f"autotune_threads{t}.log", "w") as log:
-            proc = subprocess.run(
-                args, stdout=log, stderr=subprocess.STDOUT, env=env, check=False,
-                preexec_fn=die_with_parent,
-            )  # fmt: skip
+            args.append(given)
+        log = run_dir / f"autotune_threads{t}.log"
+        proc = run_module("components.training.autotune_process", args, log)
         if proc.returncode != 0:
             logger.warning("autotune probe with %s threads failed (exit %s)", t, proc.returncode)
             crashes.append(

@@ -10,15 +10,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from components.training.job import TrainSpec
-from components.training.options import TrainOptions
+from components.training.options import TrainOptions, TrainSpec
 from core import names
-from core.child_process import die_with_parent
+from core.child_process import run_module
 from core.errors import EXIT_BAD_INPUT, InputError
 
 logger = logging.getLogger(__name__)
@@ -73,20 +69,8 @@ def run_in_subprocess(spec: TrainSpec, chief: bool = True) -> dict:
     spec_path = run_dir / names.TRAIN_SPEC_JSON
     spec_path.write_text(spec.to_json())
     log_path = run_dir / names.TRAIN_LOG
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
-    root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    with open(log_path, "w") as log:
-        # The trainer dies with the run: subprocess.run kills it when the wait is interrupted,
-        # and the kernel sends it SIGTERM if the driver is killed outright.
-        proc = subprocess.run(
-            [sys.executable, "-m", "components.training.process", str(spec_path)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            check=False,
-            preexec_fn=die_with_parent,
-        )
+    # The trainer dies with the run (core/child_process.py).
+    proc = run_module("components.training.process", [spec_path], log_path)
     if proc.returncode != 0:
         lines = [ln for ln in log_path.read_text().splitlines() if ln.strip()]
         last = lines[-1] if lines else "no output"

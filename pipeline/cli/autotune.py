@@ -23,7 +23,7 @@ def autotune(config: RunConfig, console: TextIO) -> dict:
     from pipeline.data_half import transformed
 
     with transformed(config, "autotune") as (t, terminal):
-        from components.training.job import TrainSpec
+        from components.training.options import TrainSpec
         from components.training.trainer import autotuned
         from pipeline.pipeline import twin_options
 
