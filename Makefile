@@ -25,9 +25,11 @@ install: $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/amp-pipeline run --output $(OUTPUT) $(ARGS)
 
+# Two workers, a test file each at a time (a file's module fixtures, such as a shared pipeline
+# run, stay in one worker): most of a pipeline run waits on one core, so two files overlap.
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q -p no:cacheprovider $(ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile $(ARGS)
 
 # The unit tier alone (no pipeline run, no server): about 2 minutes on 2 cores.
 test-fast: $(STAMP)
