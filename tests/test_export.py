@@ -127,5 +127,7 @@ def test_a_variant_that_fails_to_convert_is_reported_with_the_reason(digits, tmp
         variants=("float32",),
     )
     result = report["variants"]["float32"]
-    assert result["converted"] is False and result["passed"] is False
-    assert result["error"]
+    assert result["converted"] is False and result["error"]
+    # The gate rejects a variant that did not convert, naming the converter's reason.
+    (rule,) = tflite_rules(report)
+    assert not rule.passed and rule.detail == f"conversion failed: {result['error']}"
