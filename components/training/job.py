@@ -344,29 +344,13 @@ def evaluate(model, strategy, eval_ds, **kwargs):
         return model.evaluate(eval_ds, **kwargs)
 
 
-def train_and_export(spec: TrainSpec, strategy=None) -> dict:
-    """Trains (data-parallel under `strategy`, when given), evaluates, exports the serving
-    SavedModel, and returns the measured figures."""
-    from components.amp import rules as amp_rules
+def fit_watched(spec: TrainSpec, model, strategy, train_ds, what: str = ""):
+    """`model.fit` for `spec.train_steps` steps under the step timer, the loss-scale monitor and
+    the peak-memory measurement: (history, timer, monitor, memory, peak MB). A collapsed loss
+    scale or a loss that stays NaN raises LossScaleCollapse, its diagnosis after `what`."""
     from components.amp.loss_scale import LossScaleCollapse, LossScaleMonitor
     from components.amp.perf import PeakMemory, StepTimer
-    from components.export.saved_model import artifact_dtypes, check_artifact, export_serving_model
 
-    spec, distribution_figures = distributed(spec, strategy)
-    train_ds = make_dataset(
-        spec.train_files, spec.transform_output, spec.batch_size, spec.seed, train=True
-    )
-    eval_ds = make_dataset(
-        spec.eval_files, spec.transform_output, spec.batch_size, spec.seed, train=False
-    )
-    readiness = check_readiness(spec, train_ds) if spec.readiness else None
-    xla, xla_fallback = spec.xla, None
-    if readiness and readiness["compile"] and not readiness["compile"]["ok"]:
-        xla, xla_fallback = False, readiness["compile"]["error"]
-        logger.warning("Training without XLA: %s", xla_fallback)
-    model, output_fix = build_fresh(spec, spec.policy, strategy)
-    compile_model(spec, model, xla, strategy)
-    dtype_warnings = amp_rules.variable_dtype_warnings(model, spec.policy)
     monitor = LossScaleMonitor(
         patience=spec.collapse_patience, learning_rate=learning_rate_of(model.optimizer)
     )
@@ -384,7 +368,32 @@ def train_and_export(spec: TrainSpec, strategy=None) -> dict:
     )
     peak_mb = memory.peak_mb()
     if monitor.collapse:
-        raise LossScaleCollapse(monitor.collapse)
+        raise LossScaleCollapse(f"{what}{monitor.collapse}")
+    return history, timer, monitor, memory, peak_mb
+
+
+def train_and_export(spec: TrainSpec, strategy=None) -> dict:
+    """Trains (data-parallel under `strategy`, when given), evaluates, exports the serving
+    SavedModel, and returns the measured figures."""
+    from components.amp import rules as amp_rules
+    from components.export.saved_model import artifact_dtypes, check_artifact, export_serving_model
+
+    spec, distribution_figures = distributed(spec, strategy)
+    train_ds = make_dataset(
+        spec.train_files, spec.transform_output, spec.batch_size, spec.seed, train=True
+    )
+    eval_ds = make_dataset(
+        spec.eval_files, spec.transform_output, spec.batch_size, spec.seed, train=False
+    )
+    readiness = check_readiness(spec, train_ds) if spec.readiness else None
+    xla, xla_fallback = spec.xla, None
+    if readiness and readiness["compile"] and not readiness["compile"]["ok"]:
+        xla, xla_fallback = False, readiness["compile"]["error"]
+        logger.warning("Training without XLA: %s", xla_fallback)
+    model, output_fix = build_fresh(spec, spec.policy, strategy)
+    compile_model(spec, model, xla, strategy)
+    dtype_warnings = amp_rules.variable_dtype_warnings(model, spec.policy)
+    history, timer, monitor, memory, peak_mb = fit_watched(spec, model, strategy, train_ds)
     results = evaluate(model, strategy, eval_ds, steps=spec.eval_steps, return_dict=True, verbose=0)
     run_dir = Path(spec.model_run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -481,38 +490,21 @@ def train_other_seeds(spec: TrainSpec, xla: bool, eval_x, served, first: dict, s
     steps): ([figures per seed], [eval predictions per seed]), the first seed's given."""
     import dataclasses as dc
 
-    from components.amp.loss_scale import LossScaleCollapse, LossScaleMonitor
-    from components.amp.perf import PeakMemory, StepTimer
-
     runs, predictions = [first], [predicted_classes(served, eval_x)]
     for seed in spec.seed_list[1:]:
         sub = dc.replace(spec, seed=seed)
         model, _ = build_fresh(sub, sub.policy, strategy)
         compile_model(sub, model, xla, strategy)
         train_ds = make_dataset(sub.train_files, sub.transform_output, sub.batch_size, seed, True)
-        timer = StepTimer(sub.batch_size, warmup_steps=min(5, max(sub.train_steps - 1, 0)))
         # Every seed is watched as the first one is: a collapsed loss scale stops the run.
-        monitor = LossScaleMonitor(
-            patience=sub.collapse_patience, learning_rate=learning_rate_of(model.optimizer)
+        _, timer, monitor, _, peak_mb = fit_watched(
+            sub, model, strategy, train_ds, f"seed {seed}: "
         )
-        memory = PeakMemory(sub.device)
-        memory.start()
-        fit(
-            model,
-            strategy,
-            train_ds,
-            steps_per_epoch=sub.train_steps,
-            epochs=1,
-            callbacks=[timer, monitor],
-            verbose=0,
-        )
-        if monitor.collapse:
-            raise LossScaleCollapse(f"seed {seed}: {monitor.collapse}")
         runs.append(
             {
                 "seed": seed,
                 **timer.summary(),
-                "peak_memory_mb": memory.peak_mb(),
+                "peak_memory_mb": peak_mb,
                 "loss_scale": {k: v for k, v in monitor.summary().items() if k != "history"},
             }
         )
