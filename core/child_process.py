@@ -1,14 +1,24 @@
 """Child processes (trainers, autotune's probes, the speed measurement) that never outlive the
 run that made them.
 
-`run_module` starts `python -m <module>` from this project with its output in a log file;
-`die_with_parent` asks Linux to send SIGTERM to the child when its parent dies, however the
-parent dies (SIGKILL included); `watch_parent` is the portable fallback inside the child.
+`run_module` starts `python -m core.child_process <module> ...` from this project with its output
+in a log file. That small bootstrap, in the child, asks Linux to send it SIGTERM when its parent
+dies, however the parent dies (SIGKILL included), exits if the parent is already gone, and then
+runs `<module>` as `__main__`. `watch_parent` is the portable fallback where there is no prctl.
+
+Why not `preexec_fn`: with a `preexec_fn`, Python's subprocess must `fork()` (no vfork), and
+fork runs gRPC's atfork handlers. Since grpcio 1.81 (grpc/grpc#43055) the child's handler
+restarts gRPC's epoll poller thread, `close_fds` then closes the poller's epoll descriptor, and
+the thread aborts the child before it reaches `exec`: the "Epoll1Poller encountered epoll_wait
+error: Bad file descriptor" SIGABRT (exit -6) that killed trainers in the test suite now and
+then. Every run's driver has gRPC loaded (Beam, TFX, MLflow), so the death signal is set after
+`exec`, in the child, where no fork handler runs.
 """
 
 from __future__ import annotations
 
 import os
+import runpy
 import signal
 import subprocess
 import sys
@@ -18,11 +28,11 @@ from pathlib import Path
 
 # The folder that holds the project's packages (core/ is one of them).
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PARENT_ENV = "AMP_PIPELINE_PARENT_PID"
 
 
 def _resolve_prctl():
-    """libc's prctl, resolved once in the parent (the symbols already loaded in this process:
-    no library search, no subprocess), or None where there is none (not Linux)."""
+    """libc's prctl, or None where there is none (not Linux)."""
     import ctypes
 
     try:
@@ -31,19 +41,19 @@ def _resolve_prctl():
         return None
 
 
-_PRCTL = _resolve_prctl()
 PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent() -> None:
-    """`preexec_fn` of a child: SIGTERM when the parent dies (Linux prctl PR_SET_PDEATHSIG).
-
-    It runs between fork and exec, where a multi-threaded parent's child may only do
-    async-signal-safe work: one system call through a function pointer resolved at import,
-    nothing that searches for libraries or starts processes."""
-    if _PRCTL is not None:
-        _PRCTL(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    # else not Linux: watch_parent in the child remains
+def die_with_parent(parent: int) -> None:
+    """In the child: SIGTERM when `parent` dies; exits at once if it has died already (the
+    child was re-parented before the death signal was set)."""
+    prctl = _resolve_prctl()
+    if prctl is not None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    else:  # not Linux
+        watch_parent()
+    if os.getppid() != parent:
+        os._exit(143)
 
 
 def watch_parent(interval: float = 1.0) -> None:
@@ -62,21 +72,42 @@ def watch_parent(interval: float = 1.0) -> None:
 def run_module(
     module: str, args: list[str], log_path: str | Path, env: dict | None = None
 ) -> subprocess.CompletedProcess:
-    """Runs `python -m module args...` to completion with this project importable, its stdout
-    and stderr in `log_path`, no standard input, and SIGTERM when this process dies.
+    """Runs `module` as `python -m module args...` to completion with this project importable,
+    its stdout and stderr in `log_path`, no standard input, and SIGTERM when this process dies.
 
     Waiting is interruptible: subprocess.run kills the child if the wait is interrupted.
     """
     env = dict(os.environ if env is None else env)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH")) if p)
+    env[PARENT_ENV] = str(os.getpid())
     with open(log_path, "w") as log:
         return subprocess.run(
-            [sys.executable, "-m", module, *map(str, args)],
+            [sys.executable, "-m", "core.child_process", module, *map(str, args)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
             check=False,
-            preexec_fn=die_with_parent,
         )
+
+
+def main(argv: list[str]) -> None:
+    """`python -m core.child_process <module> args...`: the death signal, then the module."""
+    if len(argv) < 2:
+        sys.exit("usage: python -m core.child_process MODULE [ARGS...]")
+    parent = os.environ.pop(PARENT_ENV, None)
+    if parent is not None:
+        die_with_parent(int(parent))
+    module = argv[1]
+    sys.argv = [module, *argv[2:]]
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except ImportError as e:
+        if getattr(e, "name", None) is None and str(e).startswith("No module named"):
+            sys.exit(f"{sys.executable}: {e}")  # as `python -m` says it
+        raise
+
+
+if __name__ == "__main__":
+    main(sys.argv)

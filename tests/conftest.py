@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -40,3 +42,46 @@ def run_cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
 @pytest.fixture
 def cli():
     return run_cli
+
+
+def _descendants(pid: int) -> dict[int, str]:
+    """Live (not zombie) descendant processes of `pid`, with their command lines (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = {}, list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        try:
+            found[child] = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        todo.extend(children.get(child, []))
+    return found
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_left_over_processes():
+    """Every test file stops what it started: a server, a trainer or a probe that outlives its
+    file would share the machine's cores and memory with the files that run after it."""
+    yield
+    if not Path("/proc/self/stat").exists():
+        return
+    deadline = time.monotonic() + 20
+    while (left := _descendants(os.getpid())) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if left:
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        pytest.fail(f"processes left running after this file: {left}")

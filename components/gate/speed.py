@@ -86,9 +86,6 @@ def main(argv: list[str]) -> int:
     from components.training.options import TrainSpec
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    from core.child_process import watch_parent
-
-    watch_parent()
     fp32 = TrainSpec.from_json(Path(argv[1]).read_text())
     amp_spec = json.loads(Path(argv[2]).read_text())
     amp = TrainSpec.from_json(json.dumps(amp_spec["spec"]))

@@ -16,9 +16,6 @@ from pathlib import Path
 
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    from core.child_process import watch_parent
-
-    watch_parent()
     threads, budget = int(argv[3]), float(argv[4])
     import tensorflow as tf
 

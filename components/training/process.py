@@ -14,13 +14,11 @@ from components.amp.loss_scale import LossScaleCollapse
 from components.models.user_module import ModelModuleError
 from components.training import distribution
 from components.training.job import TrainSpec, train_and_export
-from core.child_process import watch_parent
 from core.errors import EXIT_BAD_INPUT
 
 
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    watch_parent()  # never train on into an abandoned folder
     spec = TrainSpec.from_json(Path(argv[1]).read_text())
     import tensorflow as tf
 
