@@ -8,7 +8,16 @@ import pytest
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.e2e
-ARGS = ("--train-steps", "60", "--tflite", "none", "--accuracy-tolerance", "0.05")
+ARGS = (
+    "--train-steps",
+    "60",
+    "--tflite",
+    "none",
+    "--speed-rounds",
+    "1",
+    "--accuracy-tolerance",
+    "0.05",
+)
 
 
 def test_autotune_run_trains_the_winner_and_a_rerun_uses_the_cache(tmp_path):

@@ -46,6 +46,8 @@ def test_custom_layer_example_is_rejected_and_its_bad_layer_named(out):
         "100",
         "--tflite",
         "none",
+        "--speed-rounds",
+        "1",
         *LOOSE_GATE,
     )
     assert result.returncode == 3, result.stdout + result.stderr
@@ -110,6 +112,8 @@ def test_own_preprocessing_example_trains_on_its_own_features(out):
         "100",
         "--tflite",
         "none",
+        "--speed-rounds",
+        "1",
         *LOOSE_GATE,
     )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -24,6 +24,9 @@ STEPS = "150"
 # mechanics are tested the same way on every CPU (on a BF16 CPU the AMP trainer really runs
 # bfloat16, whose accuracy after 150 steps may differ from float32's by more than 0.005).
 LOOSE_GATE = ("--accuracy-tolerance", "0.05", "--min-speedup", "0", "--tflite-max-int8-drop", "0.1")
+# Runs that test neither the TFLite export nor the speed measurement skip the one and take a
+# single round of the other (the digits run below tests both, at their defaults).
+CHEAP = ("--tflite", "none", "--speed-rounds", "1")
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +158,9 @@ def test_rerun_uses_cache_and_keeps_every_pushed_version(digits_run):
     assert summary["status"] == "promoted" and summary["already_in_production"]
     assert summary["exports"]["saved_model"] == str(serving / old_version)
 
-    fresh = run_cli("run", "--output", str(out), "--train-steps", STEPS, "--no-cache", *LOOSE_GATE)
+    fresh = run_cli(
+        "run", "--output", str(out), "--train-steps", STEPS, "--no-cache", *LOOSE_GATE, *CHEAP
+    )
     assert fresh.returncode == 0, fresh.stderr
     versions = pushed_versions(serving)
     assert len(versions) == 2 and versions[0] == old_version
@@ -186,6 +191,7 @@ def test_rejection_names_the_rule_and_leaves_production_untouched(digits_run):
         "3",
         "--serving-latency-budget-ms",
         "0.001",
+        *CHEAP,
     )
     assert result.returncode == 3, result.stdout + result.stderr
     assert "gate         REJECTED: failed accuracy_parity" in result.stdout
@@ -241,13 +247,14 @@ def test_anomalies_stop_the_run_before_training(digits_run, tmp_path):
     assert tree_digest(out / "serving") == before
 
 
-def test_tabular_csv_with_strings_missing_values_and_string_label(tmp_path):
-    data = TESTDATA / "churn.csv"
-    out = tmp_path / "out"
+@pytest.fixture(scope="module")
+def churn_run(tmp_path_factory):
+    """A CSV with strings, missing values and a string label, trained under two seeds."""
+    out = tmp_path_factory.mktemp("churn") / "out"
     result = run_cli(
         "run",
         "--data",
-        str(data),
+        str(TESTDATA / "churn.csv"),
         "--label",
         "churn",
         "--output",
@@ -257,7 +264,14 @@ def test_tabular_csv_with_strings_missing_values_and_string_label(tmp_path):
         "--seeds",
         "2",
         *LOOSE_GATE,
+        *CHEAP,
     )
+    return out, result
+
+
+def test_tabular_csv_with_strings_missing_values_and_string_label(churn_run):
+    data = TESTDATA / "churn.csv"
+    out, result = churn_run
     assert result.returncode == 0, result.stdout + result.stderr
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["fp32"]["model"] == "mlp"
@@ -306,8 +320,7 @@ def test_image_folder_and_tfrecord_inputs(tmp_path):
         str(out),
         "--train-steps",
         "60",
-        "--tflite",
-        "none",
+        *CHEAP,
         "--accuracy-tolerance",
         "1",
         "--min-speedup",
@@ -337,8 +350,7 @@ def test_image_folder_and_tfrecord_inputs(tmp_path):
         "on",
         "--train-steps",
         "30",
-        "--tflite",
-        "none",
+        *CHEAP,
         "--accuracy-tolerance",
         "1",
         "--min-speedup",
@@ -362,8 +374,12 @@ def test_image_folder_and_tfrecord_inputs(tmp_path):
     assert tf.io.gfile.exists(summary["exports"]["saved_model"])
 
 
-def test_loss_scale_collapse_fails_the_run_with_a_diagnosis(tmp_path):
-    out = tmp_path / "out"
+def test_loss_scale_collapse_fails_the_run_with_a_diagnosis(churn_run):
+    # In the churn run's folder: its data components are reused from the cache, and the model
+    # it pushed must stay as it was.
+    out, first = churn_run
+    assert first.returncode == 0
+    before = tree_digest(out / "serving")
     result = run_cli(
         "run",
         "--data",
@@ -388,7 +404,7 @@ def test_loss_scale_collapse_fails_the_run_with_a_diagnosis(tmp_path):
     assert "learning rate too high (now 1e+06" in line
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["status"] == "failed" and summary["exit_code"] == 1
-    assert not (out / "serving").exists()
+    assert tree_digest(out / "serving") == before
 
 
 def test_mirrored_over_two_cpu_devices_trains_and_exports(digits_run, tmp_path):
