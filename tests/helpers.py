@@ -144,3 +144,56 @@ def check_tracked_run(
     predicted = model.predict(frame)
     truth = np.array([r["label"] for r in rows])
     assert float(np.mean(predicted["class"].to_numpy() == truth)) > 0.5
+
+
+POSITIVE = "great lovely superb fun moving brilliant charming delightful wonderful clever".split()
+NEGATIVE = "awful boring dull clumsy tedious weak messy bland painful lazy".split()
+FILLER = (
+    "the a this film movie plot cast story scene ending music it was and but very really "
+    "quite so of to in with actors director screen time"
+).split()
+
+
+def text_rows(n: int, seed: int = 0, *, extra: bool = True) -> list[dict[str, str]]:
+    """Short posts whose sentiment words decide a 'pos'/'neg' label (some posts carry the other
+    side's words too, so the task is not trivial), with punctuation, capitals, empty posts and
+    a date and a number column beside them."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        label = "pos" if rng.random() < 0.5 else "neg"
+        own, other = (POSITIVE, NEGATIVE) if label == "pos" else (NEGATIVE, POSITIVE)
+        words = list(rng.choice(FILLER, rng.integers(3, 20)))
+        for _ in range(rng.integers(1, 4)):
+            words.insert(rng.integers(0, len(words) + 1), str(rng.choice(own)))
+        if rng.random() < 0.2:
+            words.insert(rng.integers(0, len(words) + 1), str(rng.choice(other)))
+        post = " ".join(words).capitalize() + rng.choice([".", "!", "?!", "..."])
+        if rng.random() < 0.02:
+            post = ""
+        row = {"post": post, "label": label}
+        if extra:
+            row["posted"] = f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}"
+            row["likes"] = str(int(rng.integers(0, 500)))
+        rows.append(row)
+    return rows
+
+
+def write_csv(path: Path, rows: list[dict[str, str]]) -> Path:
+    import csv
+
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+# The gate's own thresholds are unit-tested; here they are loosened so that the pipeline's
+# mechanics are tested the same way on every CPU (on a BF16 CPU the AMP trainer really runs
+# bfloat16, whose accuracy after 150 steps may differ from float32's by more than 0.005).
+LOOSE_GATE = ("--accuracy-tolerance", "0.05", "--min-speedup", "0", "--tflite-max-int8-drop", "0.1")
+# Runs that test neither the TFLite export nor the speed measurement skip the one and take a
+# single round of the other (the digits run of test_pipeline_e2e.py tests both, at their
+# defaults).
+CHEAP = ("--tflite", "none", "--speed-rounds", "1")
