@@ -361,6 +361,8 @@ def bench_configs(
     replica_mode: str = "multiworker",
     backend: str = "tensorflow",
     transformer_size: str = "small",
+    bert_size: str = "base",
+    seq_lens: tuple[int, ...] = (128,),
 ) -> list[BenchConfig]:
     """Every combination, ordered so that a model's float32 and AMP runs sit side by side.
 
@@ -388,8 +390,11 @@ def bench_configs(
             backend=backend,
             matmul_precision=precision,
             transformer_size=transformer_size,
+            bert_size=bert_size,
+            seq_len=seq_len,
         )
         for m in models
+        for seq_len in (seq_lens if m == "bert" else (128,))
         for x in xla
         for n in replicas
         for p, precision in pairs

@@ -12,6 +12,7 @@ from benchmarks.configs import BACKENDS, BENCH_MODELS, REPLICA_MODES, TRANSFORME
 from core import argtypes
 from core.argtypes import port, positive, positive_float
 from core.errors import EXIT_BAD_INPUT, EXIT_FAILED
+from core.names import BERT_SIZE_NAMES
 
 POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
 
@@ -107,6 +108,19 @@ def add_parsers(sub) -> None:
         default="small",
         help="small: 2 layers of width 256; bert-base: 12 layers of width 768, 12 heads "
         "(default: %(default)s)",
+    )
+    bench.add_argument(
+        "--bert-size",
+        choices=BERT_SIZE_NAMES,
+        default="base",
+        help="--models bert: tiny, mini, small or base (BERT-base: 12 layers, 768 wide, 12 "
+        "heads) (default: %(default)s)",
+    )
+    bench.add_argument(
+        "--seq-lens",
+        type=_counts,
+        default=(128,),
+        help="--models bert: comma-separated sequence lengths, e.g. 128,512 (default: 128)",
     )
     bench.add_argument(
         "--max-batch-search",
@@ -242,6 +256,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         args.replica_mode,
         args.backend,
         args.transformer_size,
+        args.bert_size,
+        args.seq_lens,
     )
     if args.backend == "jax" and not _jax_installed():
         print(

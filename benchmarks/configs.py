@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-BENCH_MODELS = ("cnn", "resnet50", "transformer", "mlp")
+BENCH_MODELS = ("cnn", "resnet50", "transformer", "mlp", "bert")
+BERT_VOCAB = 30_522  # BERT's WordPiece vocabulary size: the embedding table the bench trains
 REPLICA_MODES = ("multiworker", "mirrored")
 BACKENDS = ("tensorflow", "jax")
 # `bert-base`: BERT-base's width, heads and depth (768, 12, 12) at sequence length 128.
@@ -20,7 +21,9 @@ class BenchConfig:
 
     `cnn` is measured as the pipeline runs it on the digits (8x8x1, upsampled to 16x16 inside
     the model); `resnet50` at `image_size`x`image_size`x3; `transformer` is 2 layers, sequence
-    128, width 256 over 16 features a token; `mlp` takes 64 features.
+    128, width 256 over 16 features a token; `mlp` takes 64 features; `bert` is the pipeline's
+    BERT-style encoder (components/models/builtin.py) at `bert_size` over `seq_len` token ids
+    drawn from a 30,522-token vocabulary (BERT's).
 
     `batch_size` is per replica. With `replicas` > 1 the configuration trains data-parallel:
     `multiworker` runs that many local worker processes under MultiWorkerMirroredStrategy on
@@ -43,6 +46,8 @@ class BenchConfig:
     backend: str = "tensorflow"
     matmul_precision: str = ""  # JAX: "" (its default: TF32 on tensor cores) or "highest"
     transformer_size: str = "small"
+    bert_size: str = "base"
+    seq_len: int = 128
 
     def image_shape(self) -> tuple[int, int, int] | None:
         if self.model == "cnn":
@@ -55,13 +60,30 @@ class BenchConfig:
         shape = self.image_shape()
         if shape:
             return shape[0] * shape[1] * shape[2]
+        if self.model == "bert":
+            return self.seq_len
         return 128 * 16 if self.model == "transformer" else 64
+
+    def synthetic_x(self, rng, n: int):
+        """Inputs of this configuration: token ids (as float32, the way `x` holds them) for
+        bert, uniform floats otherwise."""
+        import numpy as np
+
+        if self.model == "bert":
+            return rng.integers(1, BERT_VOCAB + 1, (n, self.seq_len)).astype(np.float32)
+        return rng.random((n, self.input_width()), dtype=np.float32)
 
     def model_options(self) -> dict:
         if self.model == "resnet50":
             return {"resolution": self.image_size}
         if self.model == "transformer":
             return dict(TRANSFORMER_SIZES[self.transformer_size])
+        if self.model == "bert":
+            return {
+                "size": self.bert_size,
+                "text_slices": (("text", 0, self.seq_len),),
+                "vocab_size": BERT_VOCAB,
+            }
         return {}
 
     def data_spec(self) -> dict:
@@ -83,7 +105,10 @@ class BenchConfig:
     @property
     def key(self) -> str:
         policy = self.policy + (f"@{self.matmul_precision}" if self.matmul_precision else "")
-        key = f"{self.model}/{policy}/xla={'on' if self.xla else 'off'}"
+        model = self.model
+        if model == "bert":
+            model = f"bert-{self.bert_size}@{self.seq_len}"
+        key = f"{model}/{policy}/xla={'on' if self.xla else 'off'}"
         if self.backend != "tensorflow":
             key = f"{self.backend}:{key}"
         return key if self.replicas == 1 else f"{key}/{self.replica_mode}x{self.replicas}"

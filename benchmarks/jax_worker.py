@@ -76,7 +76,7 @@ def run(config: BenchConfig) -> dict:
         jit_compile=True,
     )
     rng = np.random.default_rng(0)
-    x = rng.random((config.batch_size, width), dtype=np.float32)
+    x = config.synthetic_x(rng, config.batch_size)
     y = rng.integers(0, config.num_classes, config.batch_size)
     steps = config.warmup_steps + config.steps
     timer = StepTimer(config.batch_size, warmup_steps=config.warmup_steps)

@@ -61,7 +61,7 @@ def run(config: BenchConfig, weights_out: str = "") -> dict:
     model = build_and_compile(spec, strategy=strategy)
     rng = np.random.default_rng(0)
     n = config.global_batch * 4
-    x = rng.random((n, config.input_width()), dtype=np.float32)
+    x = config.synthetic_x(rng, n)
     y = rng.integers(0, config.num_classes, n)
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(config.global_batch).repeat()
     ds = ds.prefetch(tf.data.AUTOTUNE)

@@ -20,6 +20,12 @@ class DataSpec:
         classes: the label's classes as strings, in class-id order.
         numeric_features: (name, length) of each numeric feature, in model-input order.
         string_features: names of the categorical (string) features.
+        text_features: names of the text features (tokenised in Transform into `max_tokens`
+            token ids each, components/data/text.py).
+        max_tokens: token ids per text feature (padded or truncated).
+        vocab_size: the largest vocabulary per text feature (the most frequent tokens).
+        text_figures: per text feature, token-length percentiles and the shares of empty and
+            truncated texts, over the rows the input check sampled.
         image_shape: (height, width, channels) when the numeric features form an image.
         pixel_scale: what pixels are divided by (their largest value), for images.
         rows: number of examples seen.
@@ -34,6 +40,10 @@ class DataSpec:
     classes: tuple[str, ...]
     numeric_features: tuple[tuple[str, int], ...]
     string_features: tuple[str, ...] = ()
+    text_features: tuple[str, ...] = ()
+    max_tokens: int = 0
+    vocab_size: int = 0
+    text_figures: dict = dataclasses.field(default_factory=dict)
     image_shape: tuple[int, int, int] | None = None
     pixel_scale: float = 1.0
     rows: int = 0
@@ -62,6 +72,7 @@ class DataSpec:
         d["classes"] = tuple(d["classes"])
         d["numeric_features"] = tuple((n, int(k)) for n, k in d["numeric_features"])
         d["string_features"] = tuple(d["string_features"])
+        d["text_features"] = tuple(d.get("text_features", ()))
         if d.get("image_shape") is not None:
             d["image_shape"] = tuple(d["image_shape"])
         d["excluded"] = tuple(d.get("excluded", ()))

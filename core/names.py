@@ -62,3 +62,7 @@ def sanitize_names(columns: list[str] | tuple[str, ...]) -> tuple[str, ...]:
         seen.add(name.lower())
         out.append(name)
     return tuple(out)
+
+
+# The BERT-style encoder's sizes (components/models/builtin.py: BERT_SIZES gives their shapes).
+BERT_SIZE_NAMES = ("tiny", "mini", "small", "base")

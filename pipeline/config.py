@@ -13,10 +13,12 @@ from pathlib import Path
 from components.data.inspection import CsvOptions
 from components.gate.rules import GateConfig
 from components.training.options import TrainOptions
+from core import names
 from core.data_spec import DataSpec
 from pipeline.beam import BeamProfile
 
-MODELS = ("auto", "cnn", "mlp", "resnet50", "transformer")
+MODELS = ("auto", "bert", "cnn", "mlp", "resnet50", "transformer")
+BERT_SIZES = names.BERT_SIZE_NAMES
 PARITY_MODES = ("evidence", "strict")
 
 
@@ -29,7 +31,9 @@ class RunConfig:
             the embedded digits.
         label: label column / feature name.
         model: `cnn`, `mlp`, `resnet50` (images, at --image-size, at least 32),
-            `transformer` (one token per feature), or `auto` (cnn for images, mlp otherwise).
+            `transformer` (one token per feature), `bert` (a BERT-style encoder over the text
+            features), or `auto` (bert with text, cnn for images, mlp otherwise).
+        bert_size: `tiny`, `mini`, `small` or `base` (BERT-base: 12 layers, 768 wide).
         model_module: the user's model module (a `.py` file or an import path defining
             `build_model(spec)`, components/models/user_module.py); replaces `model` when set.
         policy: AMP trainer policy: `auto` follows the hardware (see components/amp/precision.py).
@@ -58,6 +62,7 @@ class RunConfig:
     label: str = "label"
     model: str = "auto"
     model_module: str | None = None
+    bert_size: str = "tiny"
     policy: str = "auto"
     xla: str = "auto"
     output: str = "output"
@@ -82,6 +87,11 @@ class RunConfig:
             raise ValueError(
                 f"Invalid value for argument model: expected one of {', '.join(MODELS)}. "
                 f"Received: model={self.model!r}"
+            )
+        if self.bert_size not in BERT_SIZES:
+            raise ValueError(
+                f"Invalid value for argument bert_size: expected one of {', '.join(BERT_SIZES)}. "
+                f"Received: bert_size={self.bert_size!r}"
             )
         if self.parity not in PARITY_MODES:
             raise ValueError(
@@ -143,6 +153,8 @@ def model_for(config: RunConfig, data: DataSpec) -> str:
         return f"module:{Path(config.model_module).name}"
     if config.model != "auto":
         return config.model
+    if data.text_features:
+        return "bert"
     return "cnn" if data.image_shape is not None else "mlp"
 
 
@@ -154,4 +166,6 @@ def model_options_for(config: RunConfig, model: str) -> dict:
         return {"resolution": max(32, config.image_size)}
     if model == "transformer":
         return {"width": 64, "heads": 4, "depth": 2}
+    if model == "bert":
+        return {"size": config.bert_size}
     return {}

@@ -177,6 +177,11 @@ def _run_locked(config: RunConfig) -> dict:
                     f"--model {model}: {data.source} is tabular (no image features); "
                     "use --model mlp or transformer"
                 )
+            if module_ref is None and model == "bert" and not data.text_features:
+                raise InputError(
+                    f"--model bert: {data.source} has no text column (a string column of "
+                    "multi-word values); name one with --text-columns"
+                )
             batch_limits.check_batch_size(
                 config.train.batch_size, data.rows, model_for_limits(config, data, module_ref)
             )
@@ -189,6 +194,12 @@ def _run_locked(config: RunConfig) -> dict:
             )
             for notice in data.notices:
                 terminal.write(f"  note: {notice}\n")
+            if data.text_features and "int8" in config.train.tflite_variants:
+                terminal.write(
+                    "  note: no int8 TFLite variant for a text model: full-integer quantization "
+                    "would put its token ids on 256 levels (float32, float16 and dynamic_int8 "
+                    "are built)\n"
+                )
             for removed in clean_partial_pushes(config.serving_dir):
                 terminal.write(f"  note: removed {removed}, left by an unfinished push\n")
             terminal.write(f"  full log: {config.log_path}\n")
@@ -301,17 +312,15 @@ def model_for_limits(config: RunConfig, data, module_ref):
 
     from components.data.preprocessing import feature_width, model_spec
     from components.models import user_module as model_module
-    from components.models.builtin import build_model
+    from components.models.builtin import build_from_spec
 
-    width = feature_width(data)
+    spec = model_spec(data, feature_width(data))
     try:
         if module_ref is not None:
             module = model_module.load(module_ref)
-            return model_module.build(module_ref, module, model_spec(data, width))
+            return model_module.build(module_ref, module, spec)
         name = model_for(config, data)
-        return build_model(
-            name, width, data.num_classes, data.image_shape, **model_options_for(config, name)
-        )
+        return build_from_spec(name, spec, **model_options_for(config, name))
     finally:
         keras.backend.clear_session(free_memory=False)
 

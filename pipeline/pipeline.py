@@ -12,6 +12,7 @@ from tfx import v1 as tfx
 from components.data.anomaly_check import AnomalyCheck
 from components.data.example_gen import CsvExampleGen
 from components.data.ingest import MAX_SLICED_CLASSES
+from components.export import tflite
 from components.gate.component import PromotionGate
 from components.gate.side_by_side import SideBySide
 from components.models.user_module import ModuleRef
@@ -148,6 +149,7 @@ def twin_options(
         model=model,
         model_options=model_options_for(config, model),
         model_module=model_module.to_dict() if model_module else None,
+        tflite_variants=tflite.variants_for(config.train.tflite_variants, bool(data.text_features)),
         policy=policy,
         xla=xla if policy != "float32" else False,
         loss_scaling=loss_scaling if policy != "float32" else False,

@@ -137,21 +137,23 @@ def inspect_csv(
     from components.data.inspection import CsvOptions, inspect
 
     where = source or str(files[0])
-    found = inspect(files, label, options or CsvOptions(), where)
+    options = options or CsvOptions()
+    found = inspect(files, label, options, where)
     fmt, columns = found["format"], found["columns"]
     label_name = found["label"]
     label_kind, classes = _classes(found["class_counts"], where, fmt.original(label_name))
     excluded = {e["feature"] for e in found["excluded"]}
+    texts = tuple(found["text"])
     numeric, strings = [], []
     for name in fmt.names:
-        if name == label_name or name in excluded:
+        if name == label_name or name in excluded or name in texts:
             continue
         kind = fmt.types.get(name, "string")
         if kind in ("int", "float", "bool"):
             numeric.append((name, 1))
         else:
             strings.append(name)
-    if not numeric and not strings:
+    if not numeric and not strings and not texts:
         raise InputError(f"{where}: no feature columns besides the label {label!r}")
     keep = tuple(n for n in fmt.names if n not in excluded)
     types = {n: fmt.types.get(n, "string") for n in keep}
@@ -168,6 +170,8 @@ def inspect_csv(
         )
         for e in found["excluded"]
     ]
+    max_tokens, text_figures, text_notices = _text_facts(texts, columns, options, fmt)
+    notices += text_notices
     notices += label_notices(fmt.original(label_name), found["class_counts"])
     for notice in notices:  # the caller shows them (the run's terminal lines, `inspect`)
         logger.info("%s", notice)
@@ -181,6 +185,10 @@ def inspect_csv(
         classes=classes,
         numeric_features=tuple(numeric),
         string_features=tuple(strings),
+        text_features=texts,
+        max_tokens=max_tokens,
+        vocab_size=options.vocab_size if texts else 0,
+        text_figures=text_figures,
         image_shape=image_shape,
         pixel_scale=float(pixel_scale) or 1.0,
         rows=found["rows"],
@@ -190,6 +198,39 @@ def inspect_csv(
         class_counts={str(k): int(v) for k, v in found["class_counts"].items()},
         notices=tuple(notices),
     )
+
+
+def _text_facts(texts, columns, options, fmt) -> tuple[int, dict, list[str]]:
+    """(max_tokens, per-feature length figures, notices) of the text features."""
+    from components.data import text
+
+    if not texts:
+        return 0, {}, []
+    lengths = {name: columns[name].sample_token_lengths for name in texts}
+    max_tokens = options.max_tokens or max(text.auto_max_tokens(v) for v in lengths.values())
+    figures, notices = {}, []
+    for name in texts:
+        found = text.length_figures(lengths[name], max_tokens)
+        figures[name] = {**found, "sampled_rows": len(lengths[name])}
+        column = fmt.original(name)
+        notices.append(
+            f"column {column!r} is text: {found['p50']} tokens per value at the median, "
+            f"{found['p95']} at p95, {found['max']} at most; {max_tokens} token ids per value "
+            f"({'--max-tokens' if options.max_tokens else 'p95, a multiple of 8'}), a "
+            f"vocabulary of at most {options.vocab_size:,} tokens; use it as categories with "
+            f"--categorical-columns {column!r}"
+        )
+        if found["truncated_share"] > 0:
+            notices.append(
+                f"text in column {column!r}: {found['truncated_share']:.1%} of the sampled "
+                f"values are longer than {max_tokens} tokens and are cut (--max-tokens)"
+            )
+        if found["empty_share"] > 0:
+            notices.append(
+                f"text in column {column!r}: {found['empty_share']:.1%} of the sampled values "
+                "are empty (they become all padding)"
+            )
+    return max_tokens, figures, notices
 
 
 def _tfrecord_files(path: Path) -> list[Path]:

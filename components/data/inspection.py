@@ -4,9 +4,10 @@ For one file or a folder/glob of shards (one header each, all equal), it decides
 (delimiter, encoding, missing-value markers, feature names, types) and finds what a user should
 hear about before any work starts: undecodable bytes (with the line), mismatched headers (with
 the file), a missing or single-class label, text in a numeric column, columns that should not be
-features (ID-like, constant, free text, dates), class imbalance and classes too small for the
-eval split. Everything it keeps per column is a few numbers; rows stream through pyarrow's CSV
-reader in blocks of a few MB.
+features (ID-like, constant, dates), which string columns are text (multi-word values,
+tokenised in Transform: components/data/text.py), class imbalance and classes too small for the
+eval split. Everything it keeps per column is a few numbers, plus the token counts of the
+sampled rows of a string column; rows stream through pyarrow's CSV reader in blocks of a few MB.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import logging
 import re
 from pathlib import Path
 
-from components.data import csv_format
+from components.data import csv_format, text
 from components.data.csv_format import CsvFormat
 from core.errors import InputError
 from core.names import sanitize_names
@@ -42,9 +43,15 @@ class CsvOptions:
         na_values: cell texts that mean "missing"; None: pandas' default set.
         delimiter: the field separator; None: sniffed from `, ; tab |`.
         encoding: the files' encoding.
-        keep_columns: columns kept as features although they look ID-like, constant, free
-            text or dates.
+        keep_columns: columns kept as features although they look ID-like, constant or
+            dates.
         drop_columns: columns never used as features.
+        text_columns: string columns to use as text (tokenised) whatever they look like.
+        categorical_columns: string columns to use as categories (a vocabulary of whole
+            values) although they look like text.
+        vocab_size: the largest vocabulary per text column (its most frequent tokens).
+        max_tokens: token ids per text column; 0: the 95th percentile of the sampled
+            lengths, a multiple of 8, at most 512.
     """
 
     na_values: tuple[str, ...] | None = None
@@ -52,6 +59,24 @@ class CsvOptions:
     encoding: str = "utf-8"
     keep_columns: tuple[str, ...] = ()
     drop_columns: tuple[str, ...] = ()
+    text_columns: tuple[str, ...] = ()
+    categorical_columns: tuple[str, ...] = ()
+    vocab_size: int = text.DEFAULT_VOCAB_SIZE
+    max_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        if self.vocab_size < 1:
+            raise InputError(f"--vocab-size {self.vocab_size}: must be at least 1")
+        if not 0 <= self.max_tokens <= text.MAX_TOKENS_LIMIT:
+            raise InputError(
+                f"--max-tokens {self.max_tokens}: must be between 1 and "
+                f"{text.MAX_TOKENS_LIMIT} (0: from the data)"
+            )
+        both = set(self.text_columns) & set(self.categorical_columns)
+        if both:
+            raise InputError(
+                f"--text-columns and --categorical-columns both name {sorted(both)[0]!r}"
+            )
 
 
 @dataclasses.dataclass
@@ -69,6 +94,7 @@ class _Column:
     sample_distinct: int = 0
     sample_mean_length: float = 0.0
     sample_mean_tokens: float = 0.0
+    sample_token_lengths: list = dataclasses.field(default_factory=list)
     sample_dates: float = 0.0
     sample_numeric: float = 0.0
     span: float = 0.0
@@ -201,7 +227,8 @@ def _sample(batch, columns: dict[str, _Column]) -> None:
     batch = batch.slice(0, SAMPLE_ROWS)
     for name in batch.schema.names:
         col = columns[name]
-        values = [v for v in batch.column(name).to_pylist() if v is not None]
+        cells = batch.column(name).to_pylist()
+        values = [v for v in cells if v is not None]
         col.sample_rows = len(values)
         if not values:
             continue
@@ -209,7 +236,10 @@ def _sample(batch, columns: dict[str, _Column]) -> None:
         if col.kind == "string":
             texts = [str(v) for v in values]
             col.sample_mean_length = sum(map(len, texts)) / len(texts)
+            # Words (whitespace-separated) decide whether a column is text; the tokenizer's
+            # counts, every sampled row with a missing cell as an empty text, size it.
             col.sample_mean_tokens = sum(len(t.split()) for t in texts) / len(texts)
+            col.sample_token_lengths = [0 if v is None else len(text.tokenize(v)) for v in cells]
             col.sample_dates = sum(1 for t in texts if DATE_TEXT.match(t)) / len(texts)
             col.sample_numeric = sum(
                 1 for t in texts if csv_format.parse_number(t) is not None
@@ -261,12 +291,27 @@ def _looks_like(col: _Column) -> str | None:
         return f"ID-like (unique in each of the first {col.sample_rows:,} rows)"
     if unique and col.kind == "string" and col.sample_mean_tokens < 2:
         return f"ID-like (unique in each of the first {col.sample_rows:,} rows)"
-    if col.kind == "string" and (
-        col.sample_mean_tokens >= 4
-        or (col.sample_rows >= ID_MIN_ROWS and col.sample_distinct > 0.9 * col.sample_rows)
+    if (
+        col.kind == "string"
+        and col.sample_rows >= ID_MIN_ROWS
+        and col.sample_distinct > 0.9 * col.sample_rows
     ):
-        return f"free text ({col.sample_mean_tokens:.1f} words per value on average)"
+        return (
+            f"nearly unique single words ({col.sample_distinct:,} distinct values in the first "
+            f"{col.sample_rows:,} rows)"
+        )
     return None
+
+
+def looks_like_text(col: _Column) -> bool:
+    """A string column of multi-word values: on average 3 or more words, or 2 or more when
+    nearly every value differs (titles, names of things, short posts)."""
+    if col.kind != "string" or not col.sample_rows:
+        return False
+    if col.sample_mean_tokens >= 3:
+        return True
+    many = col.sample_rows >= ID_MIN_ROWS and col.sample_distinct > 0.9 * col.sample_rows
+    return many and col.sample_mean_tokens >= 2
 
 
 def _resolve_names(names: tuple[str, ...], fmt: CsvFormat, flag: str, where: str) -> set[str]:
@@ -336,10 +381,15 @@ def inspect(files: list[Path], label: str, options: CsvOptions, where: str) -> d
     drop = _resolve_names(options.drop_columns, fmt, "--drop-columns", where)
     if label_name in drop:
         raise InputError(f"--drop-columns {label}: that is the label")
+    as_text = _resolve_names(options.text_columns, fmt, "--text-columns", where)
+    as_categories = _resolve_names(options.categorical_columns, fmt, "--categorical-columns", where)
+    for flag, named in (("--text-columns", as_text), ("--categorical-columns", as_categories)):
+        if label_name in named:
+            raise InputError(f"{flag} {label}: that is the label")
     columns, counts, rows, fmt = _scan(files, fmt, label_name)
     if rows == 0:
         raise InputError(f"{where}: the CSV file has a header but no rows")
-    excluded, notices = [], []
+    excluded, notices, texts = [], [], []
     # Pixel columns (pixel_0 .. pixel_{n-1}) are one image: a pixel that is always 0 is not a
     # constant feature to drop.
     image = all(re.fullmatch(r"pixel_\d+", n) for n in names if n != label_name)
@@ -348,13 +398,25 @@ def inspect(files: list[Path], label: str, options: CsvOptions, where: str) -> d
         if name == label_name:
             continue
         reason = None
+        if (name in as_text or name in as_categories) and col.kind != "string":
+            flag = "--text-columns" if name in as_text else "--categorical-columns"
+            raise InputError(
+                f"{flag} {col.original}: column {col.original!r} holds {col.kind} values, not text"
+            )
         if name in drop:
             reason = "dropped by --drop-columns"
         elif col.present == 0:
             reason = "empty on every row"
         elif col.kind == "string" and col.sample_numeric > 0.5 and name not in keep:
             raise _text_in_numeric(files, fmt, name)
-        elif name not in keep and not image:
+        elif name in as_text or (
+            name not in as_categories and name not in keep and looks_like_text(col)
+        ):
+            if col.kind == "string" and col.sample_dates >= 0.9 and name not in as_text:
+                reason = _looks_like(col)  # dates stay out
+            else:
+                texts.append(name)
+        elif name not in keep and name not in as_categories and not image:
             reason = _looks_like(col)
         if reason:
             excluded.append({"column": col.original, "feature": name, "reason": reason})
@@ -366,4 +428,5 @@ def inspect(files: list[Path], label: str, options: CsvOptions, where: str) -> d
         "rows": rows,
         "excluded": excluded,
         "notices": notices,
+        "text": texts,
     }

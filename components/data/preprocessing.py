@@ -4,6 +4,11 @@
 - Other numeric features are standardised (z-score); missing values take the mean.
 - String features go through a vocabulary (top 16 values plus one out-of-vocabulary bucket)
   and are one-hot encoded.
+- Text features are tokenised (components/data/text.py), looked up in a vocabulary of their
+  most frequent tokens (`tft.compute_and_apply_vocabulary`, a run artifact) and padded or cut to
+  `max_tokens` ids, 0 being padding. They come last in `x`, as float32 values (token ids are
+  exact in float32 below 2**24); the built-in BERT encoder casts them back to integers before
+  any mixed-precision layer sees them.
 - The label becomes its class id, in the order of DataSpec.classes.
 
 The Trainer, the exported serving signature and the Evaluator all use this one function through
@@ -15,6 +20,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_transform as tft
 
+from components.data import text
 from components.models.user_module import ModelSpec
 from core.data_spec import DataSpec
 from core.names import FEATURES_KEY, LABEL_KEY
@@ -95,12 +101,33 @@ def features_to_x(inputs: dict, spec: DataSpec) -> tf.Tensor:
             _dense(inputs[name], ""), top_k=VOCAB_TOP_K, num_oov_buckets=1, vocab_filename=name
         )
         parts.append(tf.one_hot(tf.reshape(ids, [-1]), VOCAB_TOP_K + 1, dtype=tf.float32))
+    for name in spec.text_features:
+        parts.append(tf.cast(text_ids(inputs[name], name, spec), tf.float32))
     return tf.concat(parts, axis=1)
+
+
+def vocab_filename(feature: str) -> str:
+    """The name of a text feature's vocabulary in Transform's assets."""
+    return f"text_{feature}"
+
+
+def text_ids(raw, name: str, spec: DataSpec) -> tf.Tensor:
+    """[batch, max_tokens] int64 token ids of a text feature: 1.. for the vocabulary (most
+    frequent first), len(vocabulary) + 1 for any other token, 0 for padding."""
+    tokens = text.tf_tokens(tf.reshape(_dense(raw, ""), [-1]))
+    ids = tft.compute_and_apply_vocabulary(
+        tokens, top_k=spec.vocab_size, num_oov_buckets=1, vocab_filename=vocab_filename(name)
+    )
+    return text.tf_pad_ids(ids + 1, spec.max_tokens)
 
 
 def feature_width(spec: DataSpec) -> int:
     """Width of the `x` vector preprocessing_fn makes for `spec`."""
-    return sum(n for _, n in spec.numeric_features) + len(spec.string_features) * (VOCAB_TOP_K + 1)
+    return (
+        sum(n for _, n in spec.numeric_features)
+        + len(spec.string_features) * (VOCAB_TOP_K + 1)
+        + len(spec.text_features) * spec.max_tokens
+    )
 
 
 def feature_slices(spec: DataSpec) -> tuple[tuple[str, int, int], ...]:
@@ -112,6 +139,7 @@ def feature_slices(spec: DataSpec) -> tuple[tuple[str, int, int], ...]:
         widths = [f for f in spec.numeric_features if f[1] == 1]
         widths += [f for f in spec.numeric_features if f[1] > 1]
         widths += [(n, VOCAB_TOP_K + 1) for n in spec.string_features]
+        widths += [(n, spec.max_tokens) for n in spec.text_features]
     for name, width in widths:
         out.append((name, start, start + width))
         start += width
@@ -120,7 +148,11 @@ def feature_slices(spec: DataSpec) -> tuple[tuple[str, int, int], ...]:
 
 def model_spec(spec: DataSpec, width: int, custom_preprocessing: bool = False) -> ModelSpec:
     """What a model builder is told about `x` (components.models.user_module.ModelSpec)."""
-    names = tuple(n for n, _ in spec.numeric_features) + tuple(spec.string_features)
+    names = (
+        tuple(n for n, _ in spec.numeric_features)
+        + tuple(spec.string_features)
+        + tuple(spec.text_features)
+    )
     image = spec.image_shape
     if image is not None and image[0] * image[1] * image[2] != width:
         image = None  # a user preprocessing_fn changed the layout
@@ -131,6 +163,9 @@ def model_spec(spec: DataSpec, width: int, custom_preprocessing: bool = False) -
         class_names=tuple(spec.classes),
         feature_slices=() if custom_preprocessing else feature_slices(spec),
         image_shape=image,
+        text_features=() if custom_preprocessing else tuple(spec.text_features),
+        vocab_size=spec.vocab_size,
+        max_tokens=spec.max_tokens,
     )
 
 

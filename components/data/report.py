@@ -25,7 +25,9 @@ def format_data(data: DataSpec) -> str:
         )
     kinds = dict.fromkeys((n for n, _ in data.numeric_features), "numeric")
     kinds.update(dict.fromkeys(data.string_features, "string"))
-    types = (fmt or {}).get("types", {})
+    types = dict((fmt or {}).get("types", {}))
+    kinds.update(dict.fromkeys(data.text_features, "text"))
+    types.update(dict.fromkeys(data.text_features, "text"))
     width = max([len(data.original_name(n)) for n in kinds] + [6])
     lines.append("")
     lines.append(f"  {'column':<{width}}  {'feature':<{width}}  {'type':<7}  missing")
@@ -49,6 +51,14 @@ def format_data(data: DataSpec) -> str:
         shown = ", ".join(f"{k} {v:,}" for k, v in ranked[:12])
         lines.append("")
         lines.append(f"classes      {shown}{', ...' if len(ranked) > 12 else ''}")
+    for name in data.text_features:
+        f = data.text_figures.get(name, {})
+        lines.append(
+            f"text         {data.original_name(name)!r}: tokens per value p50 {f.get('p50')}, "
+            f"p95 {f.get('p95')}, max {f.get('max')} (first {f.get('sampled_rows', 0):,} rows); "
+            f"{data.max_tokens} ids per value, vocabulary of at most {data.vocab_size:,}; "
+            f"{f.get('empty_share', 0):.1%} empty, {f.get('truncated_share', 0):.1%} cut"
+        )
     if data.image_shape:
         h, w, c = data.image_shape
         lines.append(f"image        {h}x{w}x{c}, pixels divided by {data.pixel_scale:g}")

@@ -23,6 +23,14 @@ from core import names
 logger = logging.getLogger(__name__)
 
 VARIANTS = ("float32", "float16", "dynamic_int8", "int8")
+# Full-integer quantization quantizes the input `x` to 8 bits with one scale: token ids (up to
+# the vocabulary size) would collapse onto 256 levels. A text model's TFLite input stays float.
+TEXT_VARIANTS = ("float32", "float16", "dynamic_int8")
+
+
+def variants_for(requested: tuple[str, ...], has_text: bool) -> tuple[str, ...]:
+    """The variants a model can have: without `int8` when `x` holds token ids."""
+    return tuple(v for v in requested if not has_text or v in TEXT_VARIANTS)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,6 +11,7 @@ import os
 from tfx import v1 as tfx
 from tfx.types.artifact import Artifact
 
+from components.export import text_parity
 from components.gate import evidence as gate_evidence
 from components.gate import rules as gate_rules
 from components.gate import speed_record
@@ -141,8 +142,15 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
     )
     with open(os.path.join(infra_blessing.uri, infra_validation.REPORT)) as f:
         serving = json.load(f)
+    candidate_dir = os.path.join(model.uri, names.SERVING_MODEL_DIR)
+    tokenizer = (
+        text_parity.check(candidate_dir, gate_evidence.raw_eval_examples(examples.uri))
+        if text_parity.has_text(candidate_dir)
+        else None
+    )
     extra = (
         *gate_rules.tflite_rules(amp.get("tflite", {}), cfg.strict),
+        *gate_rules.tokenizer_rule(tokenizer),
         gate_rules.serving_rule(serving),
     )
     result = gate_rules.decide(measurements, cfg, extra=extra)
@@ -156,6 +164,7 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
     result["speed_record"] = speed_record.build(fp32, amp, speed_result)
     result["majority_baseline"] = baseline
     result["serving"] = serving
+    result["tokenizer"] = tokenizer
     production_id = (
         production_blessing.get_int_custom_property("baseline_model_id")
         if production_blessing.has_custom_property("baseline_model_id")

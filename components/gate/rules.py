@@ -310,6 +310,32 @@ def tflite_rules(report: dict, strict: bool = False) -> tuple[Rule, ...]:
     return tuple(rules)
 
 
+def tokenizer_rule(report: dict | None) -> tuple[Rule, ...]:
+    """The device tokenizer gives Transform's token ids on every eval text (a deterministic
+    check: one differing text fails it). `report` is components.export.text_parity.check's
+    result; None (no text feature, or no TFLite model): no rule."""
+    if not report:
+        return ()
+    texts = sum(f["texts"] for f in report["features"])
+    identical = sum(f["identical"] for f in report["features"])
+    through = ", ".join(
+        f"{v} {r['agreeing']}/{r['n']}" for v, r in report["tflite_through_tokenizer"].items()
+    )
+    if identical == texts:
+        detail = (
+            f"the device tokenizer (components/data/text.py) gives Transform's token ids on "
+            f"all {texts} eval texts; TFLite on its ids agrees with the SavedModel: {through}"
+        )
+    else:
+        bad = next(f for f in report["features"] if f["identical"] < f["texts"])
+        detail = (
+            f"the device tokenizer differs from Transform on {texts - identical} of {texts} eval "
+            f"texts, first in column {bad['feature']!r}: {bad['first_difference']['text']!r}"
+        )
+    share = identical / texts if texts else 1.0
+    return (Rule("tflite_tokenizer", share, 1.0, identical == texts, detail, n=texts),)
+
+
 def serving_rule(report: dict) -> Rule:
     """The InfraValidator's verdict: served answers equal in-process ones, latency in budget.
 

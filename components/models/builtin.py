@@ -1,13 +1,23 @@
 """Keras 3 models. Each takes the Transform output `x` (a flat float vector) and returns class
-probabilities. The last Dense layer and the softmax run in float32 under every policy."""
+probabilities. The last Dense layer and the softmax run in float32 under every policy.
+
+`bert` is a BERT-style encoder over the text features' token ids in `x` (written here rather
+than taken from keras-hub: docs/ARCHITECTURE.md says why), with the mixed-precision hazards
+handled where they are: token ids cut out of `x` and cast to integers in float32, embedding
+tables float32, LayerNorm and the attention softmax computed in float32, padding masked.
+"""
 
 from __future__ import annotations
 
 import keras
 
-from core.names import PROBABILITIES
+from core.names import BERT_SIZE_NAMES, PROBABILITIES
 
-MODEL_NAMES = ("cnn", "mlp", "resnet50", "transformer")
+MODEL_NAMES = ("bert", "cnn", "mlp", "resnet50", "transformer")
+# (layers, hidden width, attention heads); base is BERT-base's shape.
+BERT_SIZES = dict(
+    zip(BERT_SIZE_NAMES, ((2, 128, 2), (4, 256, 4), (4, 512, 8), (12, 768, 12)), strict=True)
+)
 
 
 def _head(x, num_classes: int):
@@ -87,6 +97,7 @@ def build_resnet50(
     return keras.Model(inputs, _head(backbone(x), num_classes), name="resnet50")
 
 
+@keras.saving.register_keras_serializable(package="amp_pipeline")
 class PositionEmbedding(keras.layers.Layer):
     """Adds a learned embedding per sequence position."""
 
@@ -127,6 +138,168 @@ def build_transformer(
     return keras.Model(inputs, _head(x, num_classes), name="transformer")
 
 
+@keras.saving.register_keras_serializable(package="amp_pipeline")
+class TokenIds(keras.layers.Layer):
+    """A text feature's token ids, cut out of `x` and cast to int32, always in float32: under
+    mixed_bfloat16 a cast of `x` to the compute dtype would round every id above 256."""
+
+    def __init__(self, start: int, stop: int, **kwargs):
+        kwargs["dtype"] = "float32"
+        super().__init__(**kwargs)
+        self.start, self.stop = start, stop
+
+    def call(self, x):
+        return keras.ops.cast(keras.ops.round(x[:, self.start : self.stop]), "int32")
+
+    def compute_output_spec(self, x):
+        return keras.KerasTensor((x.shape[0], self.stop - self.start), dtype="int32")
+
+    def get_config(self):
+        return {**super().get_config(), "start": self.start, "stop": self.stop}
+
+
+@keras.saving.register_keras_serializable(package="amp_pipeline")
+class Columns(keras.layers.Layer):
+    """Columns [start, stop) of `x`, in float32."""
+
+    def __init__(self, start: int, stop: int, **kwargs):
+        kwargs["dtype"] = "float32"
+        super().__init__(**kwargs)
+        self.start, self.stop = start, stop
+
+    def call(self, x):
+        return x[:, self.start : self.stop]
+
+    def get_config(self):
+        return {**super().get_config(), "start": self.start, "stop": self.stop}
+
+
+@keras.saving.register_keras_serializable(package="amp_pipeline")
+class KeyPaddingMask(keras.layers.Layer):
+    """[batch, seq] ids -> [batch, seq, seq] bool: which keys each query may attend to (the
+    non-padding tokens)."""
+
+    def call(self, ids):
+        keys = keras.ops.not_equal(ids, 0)[:, None, :]
+        return keras.ops.repeat(keys, ids.shape[1], axis=1)
+
+    def compute_output_spec(self, ids):
+        return keras.KerasTensor((ids.shape[0], ids.shape[1], ids.shape[1]), dtype="bool")
+
+
+@keras.saving.register_keras_serializable(package="amp_pipeline")
+class Float32LayerNorm(keras.layers.LayerNormalization):
+    """LayerNormalization computed in float32 whatever its input's dtype (Keras' own keeps a
+    bfloat16/float16 input in that dtype: it does not autocast)."""
+
+    def __init__(self, **kwargs):
+        kwargs["dtype"] = "float32"
+        super().__init__(**kwargs)
+
+    def call(self, inputs):
+        return super().call(keras.ops.cast(inputs, "float32"))
+
+
+@keras.saving.register_keras_serializable(package="amp_pipeline")
+class Float32SoftmaxAttention(keras.layers.MultiHeadAttention):
+    """MultiHeadAttention whose softmax runs in float32: the scores are cast up, padded keys
+    get -1e9 (in float32, not the float16-safe -3e4 a float16 softmax needs) and the
+    probabilities are cast back to the compute dtype for the value product."""
+
+    def _masked_softmax(self, attention_scores, attention_mask=None):
+        scores = keras.ops.cast(attention_scores, "float32")
+        if attention_mask is not None:
+            axis = -len(self._attention_axes) * 2 - 1
+            for _ in range(len(scores.shape) - len(attention_mask.shape)):
+                attention_mask = keras.ops.expand_dims(attention_mask, axis=axis)
+            scores = keras.ops.where(attention_mask, scores, -1e9)
+        probabilities = keras.ops.softmax(scores, axis=-1)
+        if attention_mask is not None:  # a text with no token attends to nothing
+            probabilities = probabilities * keras.ops.cast(attention_mask, "float32")
+        return keras.ops.cast(probabilities, self.compute_dtype)
+
+
+@keras.saving.register_keras_serializable(package="amp_pipeline")
+class MaskedMeanPool(keras.layers.Layer):
+    """The mean of the token vectors over the non-padding tokens, in float32 (0 for an empty
+    text)."""
+
+    def __init__(self, **kwargs):
+        kwargs["dtype"] = "float32"
+        super().__init__(**kwargs)
+
+    def call(self, x, ids):
+        mask = keras.ops.cast(keras.ops.not_equal(ids, 0), "float32")[:, :, None]
+        total = keras.ops.sum(keras.ops.cast(x, "float32") * mask, axis=1)
+        return total / keras.ops.maximum(keras.ops.sum(mask, axis=1), 1.0)
+
+
+def bert_encoder(ids, vocab_size: int, size: str, prefix: str):
+    """Token and position embeddings, `layers` transformer blocks, masked mean pooling and a
+    tanh pooler: [batch, max_tokens] int ids -> [batch, hidden]."""
+    depth, width, heads = BERT_SIZES[size]
+    tokens = keras.layers.Embedding(vocab_size + 2, width, name=f"{prefix}_token_embedding")(ids)
+    x = PositionEmbedding(name=f"{prefix}_position_embedding")(tokens)
+    x = Float32LayerNorm(epsilon=1e-12, name=f"{prefix}_embedding_norm")(x)
+    keys = KeyPaddingMask(name=f"{prefix}_padding_mask")(ids)
+    for i in range(depth):
+        attention = Float32SoftmaxAttention(heads, width // heads, name=f"{prefix}_attention_{i}")(
+            x, x, attention_mask=keys
+        )
+        x = Float32LayerNorm(epsilon=1e-12, name=f"{prefix}_attention_norm_{i}")(x + attention)
+        ff = keras.layers.Dense(4 * width, activation="gelu", name=f"{prefix}_ffn_in_{i}")(x)
+        ff = keras.layers.Dense(width, name=f"{prefix}_ffn_out_{i}")(ff)
+        x = Float32LayerNorm(epsilon=1e-12, name=f"{prefix}_ffn_norm_{i}")(x + ff)
+    pooled = MaskedMeanPool(name=f"{prefix}_pool")(x, ids)
+    return keras.layers.Dense(width, activation="tanh", name=f"{prefix}_pooler")(pooled)
+
+
+def build_bert(
+    input_dim: int,
+    num_classes: int,
+    text_slices: tuple[tuple[str, int, int], ...],
+    vocab_size: int,
+    size: str = "tiny",
+) -> keras.Model:
+    """A BERT-style encoder per text feature; the other columns of `x` (tabular features) are
+    concatenated after pooling."""
+    if size not in BERT_SIZES:
+        raise ValueError(
+            f"Invalid value for argument size: expected one of {', '.join(BERT_SIZES)}. "
+            f"Received: size={size!r}"
+        )
+    if not text_slices:
+        raise ValueError(
+            "Invalid value for argument model: 'bert' needs a text feature (a string column of "
+            "multi-word values, or --text-columns). Received: model='bert'"
+        )
+    inputs = keras.Input((input_dim,), name="x")
+    parts = []
+    for name, start, stop in text_slices:
+        ids = TokenIds(start, stop, name=f"{name}_ids")(inputs)
+        parts.append(bert_encoder(ids, vocab_size, size, prefix=name))
+    text_cols = {i for _, start, stop in text_slices for i in range(start, stop)}
+    other = [i for i in range(input_dim) if i not in text_cols]
+    if other:
+        # The tabular features are the columns before the first text slice (text comes last).
+        first = min(start for _, start, _ in text_slices)
+        if other != list(range(first)):
+            raise ValueError(f"text features must come last in x; tabular columns {other[:5]}")
+        parts.append(Columns(0, first, name="tabular")(inputs))
+    x = parts[0] if len(parts) == 1 else keras.layers.Concatenate(name="pooled_and_tabular")(parts)
+    return keras.Model(inputs, _head(x, num_classes), name="bert")
+
+
+def build_from_spec(name: str, spec, **options) -> keras.Model:
+    """Builds built-in `name` for a ModelSpec (components/models/user_module.py): bert reads
+    its text features' slices and vocabulary size from it."""
+    if name == "bert":
+        text = set(spec.text_features)
+        slices = tuple(s for s in spec.feature_slices if s[0] in text)
+        options = {"text_slices": slices, "vocab_size": spec.vocab_size, **options}
+    return build_model(name, spec.input_width, spec.num_classes, spec.image_shape, **options)
+
+
 def build_model(
     name: str,
     input_dim: int,
@@ -136,7 +309,8 @@ def build_model(
 ) -> keras.Model:
     """Builds `name` under the current global dtype policy.
 
-    `options`: `resolution` for resnet50; `seq_len`, `depth`, `width`, `heads` for transformer.
+    `options`: `resolution` for resnet50; `seq_len`, `depth`, `width`, `heads` for transformer;
+    `text_slices`, `vocab_size`, `size` for bert.
     """
     if name in ("cnn", "resnet50") and image_shape is None:
         raise ValueError(
@@ -146,6 +320,8 @@ def build_model(
         )
     if name == "resnet50":
         return build_resnet50(input_dim, image_shape, num_classes, **options)
+    if name == "bert":
+        return build_bert(input_dim, num_classes, **options)
     if name == "transformer":
         return build_transformer(input_dim, num_classes, **options)
     if name == "cnn":

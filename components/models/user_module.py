@@ -45,6 +45,12 @@ class ModelSpec:
         num_classes: number of classes; the model returns this many probabilities.
         class_names: the classes' names, in class-id order (labels are class ids).
         image_shape: (height, width, channels) when `x` is a flattened image, else None.
+        text_features: the text features among `feature_names`; each one's slice of `x` holds
+            `max_tokens` token ids as float32 (0 is padding, 1..vocab_size + 1 are tokens).
+            Cast them to integers before any mixed-precision layer: bfloat16 holds integers
+            exactly only up to 256.
+        vocab_size: the largest vocabulary of a text feature; ids are below vocab_size + 2.
+        max_tokens: token ids per text feature.
     """
 
     input_width: int
@@ -53,6 +59,9 @@ class ModelSpec:
     class_names: tuple[str, ...]
     feature_slices: tuple[tuple[str, int, int], ...] = ()
     image_shape: tuple[int, int, int] | None = None
+    text_features: tuple[str, ...] = ()
+    vocab_size: int = 0
+    max_tokens: int = 0
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

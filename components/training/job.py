@@ -131,7 +131,21 @@ def model_spec(spec: TrainSpec):
     from core.data_spec import DataSpec
 
     custom = bool(spec.model_module and spec.model_module.get("preprocessing"))
-    return preprocessing.model_spec(DataSpec.from_dict(spec.data_spec), input_width(spec), custom)
+    data = DataSpec.from_dict(spec.data_spec)
+    mspec = preprocessing.model_spec(data, input_width(spec), custom)
+    if mspec.text_features and spec.transform_output:
+        # The vocabularies Transform built: an embedding table no larger than what was seen.
+        import dataclasses
+
+        import tensorflow_transform as tft
+
+        transform = tft.TFTransformOutput(spec.transform_output)
+        seen = max(
+            transform.vocabulary_size_by_name(preprocessing.vocab_filename(name))
+            for name in mspec.text_features
+        )
+        mspec = dataclasses.replace(mspec, vocab_size=min(mspec.vocab_size, seen))
+    return mspec
 
 
 def build_checked(spec: TrainSpec, policy: str):
@@ -140,8 +154,7 @@ def build_checked(spec: TrainSpec, policy: str):
 
     from components.amp import rules as amp_rules
     from components.models import user_module as model_module
-    from components.models.builtin import build_model
-    from core.data_spec import DataSpec
+    from components.models.builtin import build_from_spec
 
     keras.mixed_precision.set_global_policy(policy)
     mspec = model_spec(spec)
@@ -149,10 +162,7 @@ def build_checked(spec: TrainSpec, policy: str):
     if module is not None:
         model = model_module.build(ref, module, mspec)
     else:
-        data = DataSpec.from_dict(spec.data_spec)
-        model = build_model(
-            spec.model, mspec.input_width, data.num_classes, data.image_shape, **spec.model_options
-        )
+        model = build_from_spec(spec.model, mspec, **spec.model_options)
     return amp_rules.float32_output(model, mspec.input_width, policy)
 
 
@@ -271,9 +281,11 @@ def export_edge_models(spec: TrainSpec, model, train_ds, eval_x, eval_y) -> dict
     keras_dir = str(Path(spec.model_run_dir) / "keras_float32")
     reference.export(keras_dir, verbose=False)
     train_x, _ = dataset_arrays(train_ds, 200)
+    out = Path(spec.serving_model_dir) / "tflite"
+    text = ship_vocabularies(spec, data, out)
     return export_tflite(
         keras_dir,
-        Path(spec.serving_model_dir) / "tflite",
+        out,
         eval_x,
         eval_y,
         served_probabilities(spec.serving_model_dir, eval_x),
@@ -285,12 +297,51 @@ def export_edge_models(spec: TrainSpec, model, train_ds, eval_x, eval_y) -> dict
             "dtype": "float32",
             "preprocessing": "the Transform output `x` (see the SavedModel's "
             "transform_features signature): images divided by their pixel scale, numeric "
-            "features standardised, strings one-hot",
+            "features standardised, strings one-hot, text as token ids (components/data/"
+            "text.py: tokenise, look up in the vocabulary file, pad or cut)",
             "image_shape": list(data.image_shape) if data.image_shape else None,
+            "text": text,
         },
         variants=tuple(spec.tflite_variants),
         thresholds=ParityThresholds(spec.tflite_min_agreement, spec.tflite_max_int8_drop),
     )
+
+
+def ship_vocabularies(spec: TrainSpec, data, out: Path) -> list[dict]:
+    """Copies each text feature's vocabulary from Transform's output next to the TFLite models
+    (`vocab_<feature>.txt`) and says where its ids sit in `x` (the sidecar's `text`)."""
+    import shutil
+
+    import tensorflow_transform as tft
+
+    from components.data import preprocessing, text
+
+    if not data.text_features:
+        return []
+    out.mkdir(parents=True, exist_ok=True)
+    transform = tft.TFTransformOutput(spec.transform_output)
+    slices = {name: (start, stop) for name, start, stop in preprocessing.feature_slices(data)}
+    shipped = []
+    for name in data.text_features:
+        source = transform.vocabulary_file_by_name(preprocessing.vocab_filename(name))
+        target = out / f"vocab_{name}.txt"
+        shutil.copyfile(source, target)
+        vocabulary = text.read_vocabulary(target)
+        start, stop = slices[name]
+        shipped.append(
+            {
+                "feature": name,
+                "column": data.original_name(name),
+                "x_columns": [start, stop],
+                "vocabulary_file": target.name,
+                "vocabulary_size": len(vocabulary),
+                "max_tokens": data.max_tokens,
+                "padding_id": text.PAD_ID,
+                "oov_id": text.oov_id(len(vocabulary)),
+                "tokenizer": "components/data/text.py: encode()",
+            }
+        )
+    return shipped
 
 
 def distributed(spec: TrainSpec, strategy) -> tuple[TrainSpec, dict | None]:

@@ -19,7 +19,7 @@ from components.training.options import (
 )
 from core import argtypes
 from pipeline.beam import BEAM_RUNNERS, BeamProfile
-from pipeline.config import MODELS, PARITY_MODES, RunConfig
+from pipeline.config import BERT_SIZES, MODELS, PARITY_MODES, RunConfig
 
 POLICIES = ("auto", "autotune", "float32", "mixed_float16", "mixed_bfloat16")
 XLA_CHOICES = ("auto", "on", "off")
@@ -47,7 +47,13 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
         "--model",
         choices=MODELS,
         default=DEFAULTS.model,
-        help="cnn for images, mlp for tabular; auto picks (default: %(default)s)",
+        help="bert for text, cnn for images, mlp for tabular; auto picks (default: %(default)s)",
+    )
+    p.add_argument(
+        "--bert-size",
+        choices=BERT_SIZES,
+        default=DEFAULTS.bert_size,
+        help="the BERT-style encoder's size; base is BERT-base (default: %(default)s)",
     )
     p.add_argument(
         "--model-module",
@@ -228,7 +234,7 @@ def add_csv_flags(p: argparse.ArgumentParser) -> None:
         type=argtypes.names,
         default=(),
         metavar="LIST",
-        help="columns to keep as features although they look ID-like, constant, free text or dates",
+        help="columns to keep as features although they look ID-like, constant or dates",
     )
     p.add_argument(
         "--drop-columns",
@@ -236,6 +242,35 @@ def add_csv_flags(p: argparse.ArgumentParser) -> None:
         default=(),
         metavar="LIST",
         help="columns never to use as features",
+    )
+    p.add_argument(
+        "--text-columns",
+        type=argtypes.names,
+        default=(),
+        metavar="LIST",
+        help="string columns to tokenise as text, whatever they look like (by default a string "
+        "column of multi-word values is text)",
+    )
+    p.add_argument(
+        "--categorical-columns",
+        type=argtypes.names,
+        default=(),
+        metavar="LIST",
+        help="string columns to use as categories (whole values), although they look like text",
+    )
+    p.add_argument(
+        "--vocab-size",
+        type=int,
+        default=CsvOptions.vocab_size,
+        help="the largest vocabulary per text column, its most frequent tokens "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        default=CsvOptions.max_tokens,
+        help="token ids per text value, cut or padded; 0: the 95th percentile of the lengths, "
+        "a multiple of 8, at most 512 (default: %(default)s)",
     )
 
 

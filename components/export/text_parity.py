@@ -1,0 +1,93 @@
+"""The device tokenizer against the Transform graph, on the eval split.
+
+A TFLite model of a text model takes token ids: a device app tokenises with the rule of
+components/data/text.py and the vocabulary shipped next to the `.tflite` files. This check takes
+the raw eval examples, makes their ids twice (the exported SavedModel's `transform_features`
+signature, which is Transform's graph, and `text.encode` with the shipped vocabulary), counts
+the texts whose ids differ, and runs every TFLite variant on the tokenizer's ids against the
+SavedModel's answers. The gate rejects a candidate whose tokenizer differs on any eval text.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from components.data import text
+from core import names
+
+
+def sidecar(saved_model_dir: str | Path) -> dict | None:
+    """The first TFLite sidecar next to a pushed SavedModel, or None without TFLite models."""
+    found = sorted((Path(saved_model_dir) / "tflite").glob("model_*.json"))
+    return json.loads(found[0].read_text()) if found else None
+
+
+def has_text(saved_model_dir: str | Path) -> bool:
+    """Whether the model's TFLite models take token ids (and so come with a tokenizer)."""
+    card = sidecar(saved_model_dir)
+    return bool(card and card["input"].get("text"))
+
+
+def _texts(examples: list[bytes], feature: str) -> list[str]:
+    import tensorflow as tf
+
+    out = []
+    for record in examples:
+        values = tf.train.Example.FromString(record).features.feature[feature].bytes_list.value
+        out.append(values[0].decode("utf-8") if values else "")
+    return out
+
+
+def check(saved_model_dir: str | Path, examples: list[bytes], batch: int = 512) -> dict | None:
+    """Tokenizer and TFLite-through-tokenizer parity on `examples`; None for a model without
+    text features or without TFLite models."""
+    import tensorflow as tf
+
+    from components.export.tflite import TFLiteRunner
+
+    card = sidecar(saved_model_dir)
+    if not card or not card["input"].get("text") or not examples:
+        return None
+    loaded = tf.saved_model.load(str(saved_model_dir))
+    transform = loaded.signatures[names.TRANSFORM_SIGNATURE]
+    serve = loaded.signatures[names.SERVING_SIGNATURE]
+    xs, served = [], []
+    for i in range(0, len(examples), batch):
+        chunk = tf.constant(examples[i : i + batch])
+        xs.append(transform(examples=chunk)[names.FEATURES_KEY].numpy())
+        served.append(serve(examples=chunk)[names.CLASS_IDS].numpy())
+    x, served_ids = np.concatenate(xs), np.concatenate(served).reshape(-1)
+    tokenized = x.copy()
+    features = []
+    for t in card["input"]["text"]:
+        start, stop = t["x_columns"]
+        vocabulary = text.read_vocabulary(Path(saved_model_dir) / "tflite" / t["vocabulary_file"])
+        raw = _texts(examples, t["feature"])
+        ids = np.array([text.encode(s, vocabulary, t["max_tokens"]) for s in raw], np.float32)
+        differs = np.flatnonzero((ids != x[:, start:stop]).any(axis=1))
+        features.append(
+            {
+                "feature": t["column"],
+                "texts": len(raw),
+                "identical": int(len(raw) - len(differs)),
+                "first_difference": (
+                    {
+                        "text": raw[differs[0]][:200],
+                        "tokenizer": ids[differs[0]].astype(int).tolist()[:16],
+                        "transform": x[differs[0], start:stop].astype(int).tolist()[:16],
+                    }
+                    if len(differs)
+                    else None
+                ),
+            }
+        )
+        tokenized[:, start:stop] = ids
+    variants = {}
+    for path in sorted((Path(saved_model_dir) / "tflite").glob("model_*.tflite")):
+        probs, _ = TFLiteRunner(path).predict(tokenized)
+        agreeing = int(np.sum(probs.argmax(axis=1) == served_ids))
+        variants[path.stem.removeprefix("model_")] = {"agreeing": agreeing, "n": len(served_ids)}
+    return {"features": features, "tflite_through_tokenizer": variants}

@@ -1,0 +1,244 @@
+"""Text features: the tokenizer (TensorFlow ops and plain Python, the same rule), how the input
+check finds text columns, and the BERT-style encoder's mixed-precision hazards."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from components.data import text
+from components.data.ingest import prepare
+from components.data.inspection import CsvOptions
+from core.errors import InputError
+from tests.helpers import text_rows, write_csv
+
+# Unicode (accents, sharp s, dotted capital I, final sigma, ligatures, full-width letters),
+# empty, whitespace-only, punctuation-only, over-long, every ASCII whitespace, non-breaking
+# and ideographic spaces, emoji, quotes and brackets.
+CORPUS = [
+    "Hello, World!",
+    "",
+    "   ",
+    "!!!...???",
+    "-- ** // ## ~~",
+    "Ünïcödé ÉCOLE straße İstanbul ΣΊΣΥΦΟΣ ΣΑΣ",
+    "tab\there\nnew\rline\x0bvertical\x0cfeed",
+    "non\u00a0breaking\u3000ideographic",
+    "emoji 😀 ok👍 done",
+    "it's a dog's-life (really) [x] {y} <z> a/b c\\d e_f 3.14 $5 100%",
+    "ÀÉÎÕÜ ǅ ǈ ǋ ﬁ ß ΐ ⅣⅫ ⓐ Ａｂｃ",
+    " ".join(f"word{i}" for i in range(700)),
+    "x" * 3000,
+    "the the the THE The",
+]
+
+
+def test_the_python_tokenizer_equals_the_tensorflow_ops_on_a_hard_corpus():
+    import tensorflow as tf
+
+    from_tf = [[t.decode() for t in row] for row in text.tf_tokens(tf.constant(CORPUS)).to_list()]
+    assert from_tf == [text.tokenize(s) for s in CORPUS]
+    assert text.tokenize("Hello, World!") == ["hello", "world"]
+    assert text.tokenize("!!!...???") == [] and text.tokenize("") == []
+    assert text.tokenize("non\u00a0breaking") == ["non\u00a0breaking"]  # ASCII whitespace only
+
+
+def test_ids_are_padded_cut_and_0_is_padding_and_unknown_tokens_share_one_id(tmp_path):
+    import tensorflow as tf
+
+    vocabulary = ["the", "world", "hello"]
+    assert text.encode("Hello, the world!", vocabulary, 6) == [3, 1, 2, 0, 0, 0]
+    assert text.encode("hello mars venus", vocabulary, 2) == [3, 4]  # cut; 4 = len + 1
+    assert text.encode("", vocabulary, 3) == [0, 0, 0]
+    # The TensorFlow side: ids shifted by one, cut and padded the same way.
+    ragged = tf.ragged.constant([[2, 0, 1], [], list(range(10))], dtype=tf.int64)
+    padded = text.tf_pad_ids(ragged + 1, 4).numpy().tolist()
+    assert padded == [[3, 1, 2, 0], [0, 0, 0, 0], [1, 2, 3, 4]]
+
+
+def test_max_tokens_is_the_95th_percentile_in_multiples_of_8_up_to_512():
+    assert text.auto_max_tokens(range(1, 101)) == 96  # p95 = 95 -> 96
+    assert text.auto_max_tokens([3] * 50) == 8
+    assert text.auto_max_tokens([5000] * 10) == 512
+    assert text.auto_max_tokens([]) == 8
+    figures = text.length_figures([0, 0, 10, 20, 700], 512)
+    assert figures["empty_share"] == 0.4 and figures["truncated_share"] == 0.2
+    assert figures["max"] == 700
+
+
+def test_a_text_column_is_found_with_its_lengths_and_dates_stay_out(tmp_path):
+    path = write_csv(tmp_path / "posts.csv", text_rows(600))
+    spec = prepare(str(path), "label", tmp_path / "w")
+    assert spec.text_features == ("post",)
+    assert [n for n, _ in spec.numeric_features] == ["likes"]
+    assert spec.string_features == ()
+    assert [e["column"] for e in spec.excluded] == ["posted"]  # a date
+    figures = spec.text_figures["post"]
+    assert 5 <= figures["p50"] <= figures["p95"] <= figures["max"] <= 30
+    assert 0 < figures["empty_share"] < 0.1  # the generator empties about 2%
+    assert spec.max_tokens % 8 == 0 and spec.max_tokens >= figures["p95"]
+    assert spec.vocab_size == text.DEFAULT_VOCAB_SIZE
+    assert any("column 'post' is text" in n for n in spec.notices)
+    assert any("are empty" in n for n in spec.notices)
+
+
+def test_text_is_chosen_both_ways_by_flags_and_long_texts_report_the_cut(tmp_path):
+    rows = text_rows(300, extra=False)
+    for i, row in enumerate(rows):
+        row["city"] = ["new york", "los angeles", "san francisco"][i % 3]
+        if i % 33 == 0:  # 3% of the posts: beyond the 95th percentile, so cut
+            row["post"] = " ".join(["word"] * 200)
+    path = write_csv(tmp_path / "posts.csv", rows)
+    spec = prepare(str(path), "label", tmp_path / "a")
+    assert spec.text_features == ("post",) and spec.string_features == ("city",)
+    cut = spec.text_figures["post"]["truncated_share"]
+    assert cut == pytest.approx(10 / 300) and spec.max_tokens < 200
+    assert any("are cut" in n for n in spec.notices)
+    both = CsvOptions(text_columns=("city",), categorical_columns=("post",), max_tokens=16)
+    spec = prepare(str(path), "label", tmp_path / "b", csv_options=both)
+    assert spec.text_features == ("city",) and spec.string_features == ("post",)
+    assert spec.max_tokens == 16
+
+
+def test_bad_text_input_is_one_line_naming_the_column_or_flag(tmp_path):
+    rows = [{"post": "", "n": str(i % 7), "label": str(i % 2)} for i in range(200)]
+    path = write_csv(tmp_path / "empty.csv", rows)
+    spec = prepare(str(path), "label", tmp_path / "w")  # an all-empty text column: excluded
+    assert spec.text_features == ()
+    assert {"column": "post", "feature": "post", "reason": "empty on every row"} in spec.excluded
+    numbers = [
+        {"post": str(i) if i % 5 else "many words here", "label": str(i % 2)} for i in range(200)
+    ]
+    path = write_csv(tmp_path / "numbers.csv", numbers)
+    with pytest.raises(InputError, match="column 'post' is numeric but line 2 holds text"):
+        prepare(str(path), "label", tmp_path / "w2", csv_options=CsvOptions(text_columns=("post",)))
+    path = write_csv(tmp_path / "posts.csv", text_rows(200))
+    with pytest.raises(InputError, match="--text-columns likes: column 'likes' holds int"):
+        prepare(
+            str(path), "label", tmp_path / "w3", csv_options=CsvOptions(text_columns=("likes",))
+        )
+    with pytest.raises(InputError, match="--max-tokens 600: must be between 1 and 512"):
+        CsvOptions(max_tokens=600)
+    with pytest.raises(InputError, match="--vocab-size 0"):
+        CsvOptions(vocab_size=0)
+
+
+@pytest.fixture(scope="module")
+def bert():
+    import keras
+
+    from components.models.builtin import build_model
+
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        model = build_model(
+            "bert", 2 + 16, 2, text_slices=(("post", 2, 18),), vocab_size=5000, size="tiny"
+        )
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    return model
+
+
+def test_token_ids_reach_the_embedding_exactly_under_mixed_bfloat16(bert):
+    """bfloat16 holds integers exactly only up to 256: the ids are cut out of `x` and cast to
+    int in float32, and the embedding table stays float32."""
+    import keras
+
+    ids_layer = bert.get_layer("post_ids")
+    assert ids_layer.compute_dtype == "float32"
+    x = np.zeros((1, 18), np.float32)
+    x[0, 2:6] = [4999, 4001, 257, 1]
+    ids = keras.Model(bert.input, ids_layer.output)(x)
+    assert np.asarray(ids)[0, :4].tolist() == [4999, 4001, 257, 1]
+    embedding = bert.get_layer("post_token_embedding")
+    assert embedding.compute_dtype == "bfloat16" and embedding.embeddings.dtype == "float32"
+    assert embedding.embeddings.shape == (5000 + 2, 128)  # padding, vocabulary, OOV
+
+
+def test_layer_norm_and_attention_softmax_run_in_float32(bert):
+    import keras
+
+    norms = [layer for layer in bert.layers if "norm" in layer.name]
+    assert norms and all(layer.compute_dtype == "float32" for layer in norms)
+    norm = norms[0]
+    x = keras.ops.cast(np.random.default_rng(0).normal(size=(2, 16, 128)) * 50, "bfloat16")
+    out = norm(x)
+    assert out.dtype == "float32"
+    ref = np.asarray(keras.ops.cast(x, "float32"))
+    ref = (ref - ref.mean(-1, keepdims=True)) / np.sqrt(ref.var(-1, keepdims=True) + 1e-12)
+    gamma, beta = (np.asarray(w) for w in norm.weights)
+    np.testing.assert_allclose(np.asarray(out), ref * gamma + beta, atol=1e-4)
+    attention = bert.get_layer("post_attention_0")
+    scores = keras.ops.cast(np.array([[[[8.0, 0.0, 30.0]]]]), "bfloat16")
+    mask = np.array([[[True, True, False]]])
+    probs = np.asarray(keras.ops.cast(attention._masked_softmax(scores, mask), "float32"))
+    # The padded key gets nothing, and the rest is softmax([8, 0]) (float32, then rounded to
+    # bfloat16 for the value product).
+    assert probs[0, 0, 0, 2] == 0
+    np.testing.assert_allclose(probs[0, 0, 0, :2], [0.99966, 0.00034], atol=2e-3)
+
+
+def test_padding_is_masked_so_padding_length_changes_nothing():
+    """The same text padded to 16 or to 32 ids gives the same probabilities."""
+    import keras
+
+    from components.models.builtin import build_model
+
+    def model(length):
+        keras.utils.set_random_seed(3)
+        return build_model(
+            "bert", length, 2, text_slices=(("t", 0, length),), vocab_size=100, size="tiny"
+        )
+
+    short, long = model(16), model(32)
+    # Position embeddings differ in length; copy the shared first 16 rows and the rest as is.
+    weights = []
+    for s, w in zip(short.get_weights(), long.get_weights(), strict=True):
+        if s.shape != w.shape:
+            w = w.copy()
+            w[: s.shape[0]] = s
+            weights.append(w)
+        else:
+            weights.append(s)
+    long.set_weights(weights)
+    ids = np.zeros((3, 32), np.float32)
+    ids[0, :5] = [5, 9, 2, 77, 1]
+    ids[1, :16] = np.arange(1, 17)
+    # row 2: an empty text (all padding) still gives probabilities
+    a = np.asarray(short(ids[:, :16]))
+    b = np.asarray(long(ids))
+    np.testing.assert_allclose(a, b, atol=1e-5)
+    assert np.isfinite(b).all()
+
+
+def test_the_text_model_module_example_gets_the_text_facts_and_trains_under_bfloat16(tmp_path):
+    """examples/text_cnn.py as the pipeline builds a module: its spec from a real DataSpec."""
+    import keras
+
+    from components.data.preprocessing import feature_width, model_spec
+    from components.models import user_module
+
+    path = write_csv(tmp_path / "posts.csv", text_rows(300))
+    data = prepare(str(path), "label", tmp_path / "w", csv_options=CsvOptions(vocab_size=500))
+    spec = model_spec(data, feature_width(data))
+    assert spec.text_features == ("post",) and spec.vocab_size == 500
+    assert spec.max_tokens == data.max_tokens
+    (text_slice,) = [s for s in spec.feature_slices if s[0] == "post"]
+    assert text_slice[2] - text_slice[1] == spec.max_tokens == spec.input_width - 1  # + likes
+    ref = user_module.ModuleRef(str(Path(__file__).parent.parent / "examples" / "text_cnn.py"))
+    module = user_module.load(ref)
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        model = user_module.build(ref, module, spec)
+        rng = np.random.default_rng(0)
+        x = np.zeros((64, spec.input_width), np.float32)
+        x[:, text_slice[1] :] = rng.integers(0, 502, (64, spec.max_tokens))
+        model.compile("adam", "sparse_categorical_crossentropy")
+        history = model.fit(x, rng.integers(0, 2, 64), epochs=2, verbose=0)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert np.isfinite(history.history["loss"]).all()
+    ids = keras.Model(model.input, model.get_layer("post_ids").output)(x)
+    np.testing.assert_array_equal(np.asarray(ids), x[:, text_slice[1] :].astype(int))
