@@ -180,6 +180,23 @@ def _train_args(steps):
     return tfx.proto.TrainArgs(num_steps=steps)
 
 
+def production_model_resolver() -> tfx.dsl.Resolver:
+    """The model in production: the latest AMP model the gate promoted (and so pushed)."""
+    return tfx.dsl.Resolver(
+        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+        model=tfx.dsl.Channel(
+            type=tfx.types.standard_artifacts.Model,
+            producer_component_id=TRAINER_AMP,
+            output_key="model",
+        ),
+        model_blessing=tfx.dsl.Channel(
+            type=tfx.types.standard_artifacts.ModelBlessing,
+            producer_component_id=GATE,
+            output_key="blessing",
+        ),
+    ).with_id(PRODUCTION_MODEL)
+
+
 def data_components(data: DataSpec, data_root, pattern: str, model_module: ModuleRef | None):
     """Ingestion, validation and Transform: ExampleGen, StatisticsGen, SchemaGen,
     ExampleValidator, AnomalyCheck, Transform (in that order)."""
@@ -297,20 +314,7 @@ def create_pipeline(
         ).with_id(node_id)
 
     evaluator = evaluate_against(trainer_fp32.outputs["model"], EVALUATOR)
-    # The model in production: the latest AMP model the gate promoted (and so pushed).
-    production_model = tfx.dsl.Resolver(
-        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
-        model=tfx.dsl.Channel(
-            type=tfx.types.standard_artifacts.Model,
-            producer_component_id=TRAINER_AMP,
-            output_key="model",
-        ),
-        model_blessing=tfx.dsl.Channel(
-            type=tfx.types.standard_artifacts.ModelBlessing,
-            producer_component_id=GATE,
-            output_key="blessing",
-        ),
-    ).with_id(PRODUCTION_MODEL)
+    production_model = production_model_resolver()
     evaluator_production = evaluate_against(production_model.outputs["model"], EVALUATOR_PRODUCTION)
     infra_validator = InfraValidator(
         model=trainer_amp.outputs["model"],

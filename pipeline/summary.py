@@ -244,7 +244,12 @@ def build_summary(
         "data": {
             "source": data_dict["source"],
             "rows": data_dict["rows"],
+            "label": data_dict["label"],
             "classes": list(data_dict["classes"]),
+            "text_features": list(data_dict.get("text_features", [])),
+            "max_tokens": data_dict.get("max_tokens", 0),
+            "vocab_size": data_dict.get("vocab_size", 0),
+            "text_figures": data_dict.get("text_figures", {}),
             "class_counts": data_dict.get("class_counts", {}),
             "missing": data_dict.get("missing", {}),
             "excluded": list(data_dict.get("excluded", [])),

@@ -13,6 +13,15 @@ from pipeline.cli import flags, predict
 
 
 def add_parsers(sub) -> None:
+    _add_run(sub)
+    _add_check_model(sub)
+    _add_inspect(sub)
+    _add_autotune(sub)
+    sub.add_parser("doctor", help="show the hardware and the precision recipe auto would pick")
+    predict.add_parser(sub)
+
+
+def _add_run(sub) -> None:
     run = sub.add_parser("run", help="run the pipeline: train fp32 + AMP, gate, push")
     flags.add_model_flags(run)
     run.add_argument(
@@ -77,6 +86,8 @@ def add_parsers(sub) -> None:
     flags.add_beam_flags(run)
     flags.add_csv_flags(run)
 
+
+def _add_check_model(sub) -> None:
     check = sub.add_parser(
         "check-model",
         help="AMP readiness of a model (numeric and XLA probes) without training it",
@@ -110,6 +121,8 @@ def add_parsers(sub) -> None:
         help="folder for the data components' cache and readiness.json (default: %(default)s)",
     )
 
+
+def _add_inspect(sub) -> None:
     inspect = sub.add_parser(
         "inspect",
         help="what the pipeline makes of --data: columns, types, missing values, exclusions",
@@ -124,6 +137,8 @@ def add_parsers(sub) -> None:
     )
     flags.add_csv_flags(inspect)
 
+
+def _add_autotune(sub) -> None:
     tune = sub.add_parser(
         "autotune",
         help="measure the candidate AMP recipes on the model and a real batch; the fastest "
@@ -147,9 +162,6 @@ def add_parsers(sub) -> None:
     )
     flags.add_training_flags(tune)
     flags.add_csv_flags(tune)
-
-    sub.add_parser("doctor", help="show the hardware and the precision recipe auto would pick")
-    predict.add_parser(sub)
 
 
 def error(message) -> int:
