@@ -264,6 +264,9 @@ class RunTracker:
                     metrics[f"tflite_{name}_{key}"] = v[key]
             if v.get("converted") and Path(v["path"]).exists():
                 self.client.log_artifact(run, v["path"], "tflite")
+        pushed = summary["exports"].get("saved_model")
+        for vocabulary in sorted(Path(pushed or "/nonexistent").glob("tflite/vocab_*.txt")):
+            self.client.log_artifact(run, str(vocabulary), "vocabulary")
         self._log(run, metrics=metrics)
         self._end(run)
         return run

@@ -112,8 +112,14 @@ def test_bad_text_input_is_one_line_naming_the_column_or_flag(tmp_path):
         {"post": str(i) if i % 5 else "many words here", "label": str(i % 2)} for i in range(200)
     ]
     path = write_csv(tmp_path / "numbers.csv", numbers)
+    # Mostly numbers: a numeric column with stray text, one line naming it; unless the user
+    # says it is text.
     with pytest.raises(InputError, match="column 'post' is numeric but line 2 holds text"):
-        prepare(str(path), "label", tmp_path / "w2", csv_options=CsvOptions(text_columns=("post",)))
+        prepare(str(path), "label", tmp_path / "w2")
+    forced = prepare(
+        str(path), "label", tmp_path / "w4", csv_options=CsvOptions(text_columns=("post",))
+    )
+    assert forced.text_features == ("post",)
     path = write_csv(tmp_path / "posts.csv", text_rows(200))
     with pytest.raises(InputError, match="--text-columns likes: column 'likes' holds int"):
         prepare(

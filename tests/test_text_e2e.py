@@ -51,6 +51,18 @@ def test_a_text_csv_trains_bert_under_amp_and_is_gated(text_run):
     through = decision["tokenizer"]["tflite_through_tokenizer"]
     assert set(through) == {"float32"}  # int8 was asked for, and is not built for text
     assert through["float32"]["agreeing"] >= 0.99 * through["float32"]["n"]
+    assert summary["data"]["text_features"] == ["post"] and summary["data"]["max_tokens"] > 0
+    # The vocabulary is tracked with the model in MLflow.
+    from mlflow import MlflowClient
+
+    client = MlflowClient(summary["mlflow"]["tracking_uri"])
+    parent = client.get_run(summary["mlflow"]["run_id"])
+    (export,) = client.search_runs(
+        [parent.info.experiment_id],
+        f"tags.mlflow.parentRunId = '{parent.info.run_id}' and tags.mlflow.runName = 'export'",
+    )
+    shipped = {a.path for a in client.list_artifacts(export.info.run_id, "vocabulary")}
+    assert shipped == {"vocabulary/vocab_post.txt"}
 
 
 def test_the_tflite_model_answers_through_the_shipped_tokenizer(text_run):

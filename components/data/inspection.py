@@ -407,7 +407,12 @@ def inspect(files: list[Path], label: str, options: CsvOptions, where: str) -> d
             reason = "dropped by --drop-columns"
         elif col.present == 0:
             reason = "empty on every row"
-        elif col.kind == "string" and col.sample_numeric > 0.5 and name not in keep:
+        elif (
+            col.kind == "string"
+            and col.sample_numeric > 0.5
+            and name not in keep
+            and name not in as_text
+        ):
             raise _text_in_numeric(files, fmt, name)
         elif name in as_text or (
             name not in as_categories and name not in keep and looks_like_text(col)

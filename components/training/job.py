@@ -274,15 +274,15 @@ def export_edge_models(spec: TrainSpec, model, train_ds, eval_x, eval_y) -> dict
     from components.export.tflite import ParityThresholds, export_tflite
     from core.data_spec import DataSpec
 
+    data = DataSpec.from_dict(spec.data_spec)
+    out = Path(spec.serving_model_dir) / "tflite"
+    text = ship_vocabularies(spec, data, out)  # with the model, TFLite or not
     if not spec.tflite_variants:
         return {"variants": {}}
-    data = DataSpec.from_dict(spec.data_spec)
     reference = float32_rebuild(spec, model)
     keras_dir = str(Path(spec.model_run_dir) / "keras_float32")
     reference.export(keras_dir, verbose=False)
     train_x, _ = dataset_arrays(train_ds, 200)
-    out = Path(spec.serving_model_dir) / "tflite"
-    text = ship_vocabularies(spec, data, out)
     return export_tflite(
         keras_dir,
         out,
