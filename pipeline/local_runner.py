@@ -171,35 +171,12 @@ def _run_locked(config: RunConfig) -> dict:
             from pipeline.tracking import RunTracker, default_tracking_uri
             from serving.pusher import clean_partial_pushes
 
-            model = model_for(config, data)
-            if module_ref is None and model in ("cnn", "resnet50") and data.image_shape is None:
-                raise InputError(
-                    f"--model {model}: {data.source} is tabular (no image features); "
-                    "use --model mlp or transformer"
-                )
-            if module_ref is None and model == "bert" and not data.text_features:
-                raise InputError(
-                    f"--model bert: {data.source} has no text column (a string column of "
-                    "multi-word values); name one with --text-columns"
-                )
+            check_model_fits_data(config, data, module_ref)
             batch_limits.check_batch_size(
                 config.train.batch_size, data.rows, model_for_limits(config, data, module_ref)
             )
             recipe = choose_recipe(detect_hardware(), config.policy, config.xla)
-            for warning in recipe.warnings:
-                terminal.write(f"WARNING: {warning}\n")
-            terminal.write(
-                f"amp-pipeline: {data.source} ({data.rows} rows, {data.num_classes} classes), "
-                f"model {model}, AMP policy {recipe.policy} [{recipe.reason}]\n"
-            )
-            for notice in data.notices:
-                terminal.write(f"  note: {notice}\n")
-            if data.text_features and "int8" in config.train.tflite_variants:
-                terminal.write(
-                    "  note: no int8 TFLite variant for a text model: full-integer quantization "
-                    "would put its token ids on 256 levels (float32, float16 and dynamic_int8 "
-                    "are built)\n"
-                )
+            write_header(terminal, config, data, recipe)
             for removed in clean_partial_pushes(config.serving_dir):
                 terminal.write(f"  note: removed {removed}, left by an unfinished push\n")
             terminal.write(f"  full log: {config.log_path}\n")
@@ -277,6 +254,41 @@ def _run_locked(config: RunConfig) -> dict:
                 raise input_error from None
             raise RunFailed(f"{type(e).__name__}{where}: {e}", Path(config.log_path)) from e
     return result
+
+
+def check_model_fits_data(config: RunConfig, data, module_ref) -> None:
+    """A built-in model that cannot read this input is bad input, said before any work."""
+    if module_ref is not None:
+        return
+    model = model_for(config, data)
+    if model in ("cnn", "resnet50") and data.image_shape is None:
+        raise InputError(
+            f"--model {model}: {data.source} is tabular (no image features); "
+            "use --model mlp or transformer"
+        )
+    if model == "bert" and not data.text_features:
+        raise InputError(
+            f"--model bert: {data.source} has no text column (a string column of "
+            "multi-word values); name one with --text-columns"
+        )
+
+
+def write_header(terminal, config: RunConfig, data, recipe) -> None:
+    """The run's first lines: warnings, what runs on what, and every notice about the data."""
+    for warning in recipe.warnings:
+        terminal.write(f"WARNING: {warning}\n")
+    terminal.write(
+        f"amp-pipeline: {data.source} ({data.rows} rows, {data.num_classes} classes), "
+        f"model {model_for(config, data)}, AMP policy {recipe.policy} [{recipe.reason}]\n"
+    )
+    for notice in data.notices:
+        terminal.write(f"  note: {notice}\n")
+    if data.text_features and "int8" in config.train.tflite_variants:
+        terminal.write(
+            "  note: no int8 TFLite variant for a text model: full-integer quantization "
+            "would put its token ids on 256 levels (float32, float16 and dynamic_int8 "
+            "are built)\n"
+        )
 
 
 def local_pipeline(config: RunConfig, data, amp: TrainOptions, module_ref=None):
