@@ -143,16 +143,18 @@ def run_bench(
 def scaling(results: list[dict]) -> list[dict]:
     """Scaling efficiency of each data-parallel configuration: its global examples/sec over
     `replicas` times the single-replica figure of the same model, policy and XLA setting."""
-    single = {(r["model"], r["policy"], r["xla"]): r for r in results if r.get("replicas", 1) == 1}
+    single = {
+        (model_label(r), r["policy"], r["xla"]): r for r in results if r.get("replicas", 1) == 1
+    }
     out = []
     for r in results:
-        one = single.get((r["model"], r["policy"], r["xla"]))
+        one = single.get((model_label(r), r["policy"], r["xla"]))
         n = r.get("replicas", 1)
         if n == 1 or one is None:
             continue
         out.append(
             {
-                "model": r["model"],
+                "model": model_label(r),
                 "policy": r["policy"],
                 "xla": r["xla"],
                 "replicas": n,
@@ -165,7 +167,14 @@ def scaling(results: list[dict]) -> list[dict]:
 
 
 def _group(r: dict) -> tuple:
-    return (r["model"], r["xla"], r.get("replicas", 1), r.get("backend", "tensorflow"))
+    return (model_label(r), r["xla"], r.get("replicas", 1), r.get("backend", "tensorflow"))
+
+
+def model_label(r: dict) -> str:
+    """A result's model as the tables name it: bert with its size and sequence length."""
+    if r["model"] == "bert":
+        return f"bert-{r.get('bert_size', 'base')}@{r.get('seq_len', 128)}"
+    return r["model"]
 
 
 def compare(results: list[dict]) -> list[dict]:
@@ -181,7 +190,7 @@ def compare(results: list[dict]) -> list[dict]:
                 continue
             out.append(
                 {
-                    "model": r["model"],
+                    "model": model_label(r),
                     "policy": r["policy"],
                     "xla": r["xla"],
                     "replicas": r.get("replicas", 1),
@@ -270,7 +279,8 @@ def to_markdown(bench: dict) -> str:
     for r in bench["results"]:
         n = r.get("replicas", 1)
         lines.append(
-            f"| {r['model']} | {baseline_label(r) if r['policy'] == 'float32' else r['policy']} "
+            f"| {model_label(r)} | "
+            f"{baseline_label(r) if r['policy'] == 'float32' else r['policy']} "
             f"| {'on' if r['xla'] else 'off'} "
             f"| {n if n == 1 else str(n) + ' ' + r['replica_mode']} | {r['batch_size'] * n} "
             f"| {r['examples_per_sec']:.1f} | {r['step_time_ms']['p50']:.1f} "
@@ -459,7 +469,7 @@ def largest_batches(
         out.append(
             {
                 "key": config.key,
-                "model": config.model,
+                "model": model_label(config.__dict__),
                 "policy": config.policy,
                 "matmul_precision": config.matmul_precision,
                 "backend": config.backend,

@@ -101,7 +101,7 @@ def measure(size: str, seq_len: int, batch: int, calls: int, vocab: int = 30_522
         for key, (step, inputs, _) in steps.items():
             start = time.perf_counter()
             grads = step(*inputs)
-            _ = [g.numpy() for g in grads[:1]]
+            _ = [tf.convert_to_tensor(g).numpy() for g in grads[-1:]]  # the step has run
             samples[key].append((time.perf_counter() - start) * 1000)
     rows = []
     for name, _, _, times in _parts(size, seq_len, vocab):

@@ -106,13 +106,13 @@ def test_the_prepared_gpu_script_runs_its_stages_and_writes_its_files(tmp_path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "== done" in result.stdout
     assert "jax" in (tmp_path / "versions.txt").read_text()
-    for stage in ("resnet50", "transformer"):  # the stages' names; at toy sizes, the mlp
+    for stage, model in (("resnet50", "mlp"), ("bert", "bert-tiny@8")):  # at toy sizes
         bench = json.loads((tmp_path / stage / "bench.json").read_text())
         rows = {r["key"]: r for r in bench["results"]}
         assert set(rows) == {
-            "jax:mlp/float32/xla=on",
-            "jax:mlp/float32@highest/xla=on",
-            "jax:mlp/mixed_float16/xla=on",
+            f"jax:{model}/float32/xla=on",
+            f"jax:{model}/float32@highest/xla=on",
+            f"jax:{model}/mixed_float16/xla=on",
         }
         assert all(r["examples_per_sec"] > 0 and r["versions"]["jax"] for r in rows.values())
         assert {c["baseline"] for c in bench["comparisons"]} == {
