@@ -210,7 +210,10 @@ def data_components(data: DataSpec, data_root, pattern: str, model_module: Modul
     example_validator = tfx.components.ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
     )
-    anomaly_check = AnomalyCheck(anomalies=example_validator.outputs["anomalies"])
+    anomaly_check = AnomalyCheck(
+        anomalies=example_validator.outputs["anomalies"],
+        text_features=",".join(data.text_features),
+    )
     transform = tfx.components.Transform(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],

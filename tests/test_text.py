@@ -248,3 +248,57 @@ def test_the_text_model_module_example_gets_the_text_facts_and_trains_under_bflo
     assert np.isfinite(history.history["loss"]).all()
     ids = keras.Model(model.input, model.get_layer("post_ids").output)(x)
     np.testing.assert_array_equal(np.asarray(ids), x[:, text_slice[1] :].astype(int))
+
+
+def test_eval_texts_missing_from_a_domain_of_train_texts_are_not_drift():
+    """On a small text CSV SchemaGen makes the train split's texts a string domain; the eval
+    split's texts are then all 'unexpected'. Texts are not categories: only that anomaly, on a
+    text feature, is dropped."""
+    from tensorflow_metadata.proto.v0 import anomalies_pb2
+
+    from components.data.anomaly_check import texts_as_categories
+
+    result = anomalies_pb2.Anomalies()
+    unexpected = anomalies_pb2.AnomalyInfo.ENUM_TYPE_UNEXPECTED_STRING_VALUES
+    for feature in ("post", "city"):
+        result.anomaly_info[feature].reason.add(type=unexpected)
+    result.anomaly_info["likes"].reason.add(type=anomalies_pb2.AnomalyInfo.BOOL_TYPE_BIG_INT)
+    result.anomaly_info["post2"].reason.add(type=unexpected)
+    result.anomaly_info["post2"].reason.add(type=anomalies_pb2.AnomalyInfo.SCHEMA_MISSING_COLUMN)
+    assert texts_as_categories(result, {"post", "post2"}) == ["post"]
+
+
+def test_the_encoder_passes_the_readiness_check_under_mixed_bfloat16():
+    """The pipeline's own readiness check finds nothing in the encoder: token ids (int32) and
+    the padding mask (bool) are not casts that ignore the policy, the float32 layers are float32
+    by design, and its numbers under bfloat16 stay within the check's bound."""
+    import keras
+
+    from components.amp import readiness
+    from components.models.builtin import build_model
+
+    def build(policy):
+        keras.mixed_precision.set_global_policy(policy)
+        keras.utils.set_random_seed(0)
+        try:
+            return build_model(
+                "bert", 18, 2, text_slices=(("post", 2, 18),), vocab_size=5000, size="tiny"
+            )
+        finally:
+            keras.mixed_precision.set_global_policy("float32")
+
+    x = np.zeros((8, 18), np.float32)
+    x[:, 2:10] = np.random.default_rng(0).integers(1, 5001, (8, 8))
+    report = readiness.readiness_report(
+        build,
+        None,
+        x,
+        np.arange(8) % 2,
+        "mixed_bfloat16",
+        xla=False,
+        gpu_recipe=False,
+        batch_size=8,
+        num_classes=2,
+        loss_fn=keras.losses.SparseCategoricalCrossentropy(),
+    )
+    assert report["ok"], report["findings"]

@@ -165,7 +165,10 @@ def dtype_report(model, policy: str, observed: dict[str, str] | None = None) -> 
         if mixed and compute == "float32" and not by_design and own:
             flags.append("float32_under_mixed")
         seen = (observed or {}).get(path)
-        if seen and compute and seen != compute and not by_design:
+        # An integer or boolean output (token ids, a padding mask) is an index or a mask, not a
+        # precision the layer chose: only a float output of another float dtype is a cast.
+        floating = bool(seen) and seen.startswith(("float", "bfloat"))
+        if floating and compute and seen != compute and not by_design:
             flags.append("casts_output")
         if mixed and set(variable_dtypes) - {"float32"}:
             flags.append("non_float32_variables")

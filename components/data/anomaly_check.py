@@ -47,12 +47,32 @@ def guessed_booleans(result) -> list[str]:
     ]
 
 
+# SchemaGen gives a string feature with few distinct values in the train split a domain of those
+# values; every eval text is then "unexpected". Whole texts are not categories: not drift.
+UNEXPECTED_STRINGS = {anomalies_pb2.AnomalyInfo.ENUM_TYPE_UNEXPECTED_STRING_VALUES}
+
+
+def texts_as_categories(result, text_features: set[str]) -> list[str]:
+    """Text features whose only anomaly is an eval text missing from a domain of train texts."""
+    return [
+        feature
+        for feature, info in result.anomaly_info.items()
+        if feature in text_features
+        and info.reason
+        and all(r.type in UNEXPECTED_STRINGS for r in info.reason)
+    ]
+
+
 ExampleAnomalies = tfx.types.standard_artifacts.ExampleAnomalies
 
 
 @tfx.dsl.components.component
-def AnomalyCheck(anomalies: tfx.dsl.components.InputArtifact[ExampleAnomalies]) -> None:  # noqa: N802
-    """Raises AnomaliesFound if any split has an anomaly."""
+def AnomalyCheck(  # noqa: N802 - TFX component names are classes
+    anomalies: tfx.dsl.components.InputArtifact[ExampleAnomalies],
+    text_features: tfx.dsl.components.Parameter[str] = "",
+) -> None:
+    """Raises AnomaliesFound if any split has an anomaly. `text_features`: comma-separated."""
+    texts = {name for name in text_features.split(",") if name}
     found = {}
     for split in artifact_utils.decode_split_names(anomalies.split_names):
         path = os.path.join(anomalies.uri, f"Split-{split}", "SchemaDiff.pb")
@@ -61,6 +81,14 @@ def AnomalyCheck(anomalies: tfx.dsl.components.InputArtifact[ExampleAnomalies]) 
             logging.info(
                 "split %s, feature %s: an integer TFDV guessed to be boolean from the train "
                 "split; values outside {0, 1} elsewhere are not drift",
+                split,
+                feature,
+            )
+            del result.anomaly_info[feature]
+        for feature in texts_as_categories(result, texts):
+            logging.info(
+                "split %s, feature %s: text values missing from a domain SchemaGen built of "
+                "the train split's texts; texts are not categories, not drift",
                 split,
                 feature,
             )
