@@ -5,7 +5,6 @@ as "the latest promoted model"), and a GateDecision artifact holding decision.js
 decision.md.
 """
 
-import gc
 import json
 import os
 
@@ -180,10 +179,6 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
     result["per_class_accuracy"] = {
         k: v for k, v in accuracy_by_slice(parity_evaluation.uri).items() if k
     }
-    # SavedModels loaded for the evidence are freed now, in this executor: left to the
-    # interpreter's shutdown, TensorFlow's function destructors print "Exception ignored in
-    # AtomicFunction.__del__" tracebacks on the user's terminal.
-    gc.collect()
     os.makedirs(decision.uri, exist_ok=True)
     with open(os.path.join(decision.uri, names.DECISION_JSON), "w") as f:
         json.dump(result, f, indent=2)
