@@ -302,3 +302,34 @@ def test_the_encoder_passes_the_readiness_check_under_mixed_bfloat16():
         loss_fn=keras.losses.SparseCategoricalCrossentropy(),
     )
     assert report["ok"], report["findings"]
+
+
+def test_the_loss_scale_history_stays_healthy_under_mixed_float16():
+    """The GPU recipe on the encoder: mixed_float16 with Keras' LossScaleOptimizer, watched by
+    the pipeline's monitor, on padded token ids. float16 on this CPU is emulated and slow, so a
+    tiny encoder for a few steps: the scale must not collapse and the loss must stay finite."""
+    import keras
+
+    from components.amp.loss_scale import LossScaleMonitor
+    from components.models.builtin import build_model
+
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        keras.utils.set_random_seed(0)
+        model = build_model("bert", 16, 2, text_slices=(("t", 0, 16),), vocab_size=200, size="tiny")
+        optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam(1e-3))
+        model.compile(optimizer, "sparse_categorical_crossentropy")
+        rng = np.random.default_rng(0)
+        x = np.zeros((64, 16), np.float32)
+        lengths = rng.integers(0, 17, 64)  # empty texts and full ones among them
+        for i, n in enumerate(lengths):
+            x[i, :n] = rng.integers(1, 202, n)
+        y = (x[:, 0] % 2).astype(int)
+        monitor = LossScaleMonitor(patience=5)
+        model.fit(x, y, batch_size=16, epochs=3, verbose=0, callbacks=[monitor])
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    summary = monitor.summary()
+    assert len(summary["history"]) == 12 and not summary["collapsed"]
+    assert summary["min"] >= 2.0**10  # a few halvings at most from the initial 2**15
+    assert np.isfinite(monitor.losses).all()
