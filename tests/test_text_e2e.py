@@ -24,10 +24,10 @@ MODEL = "posts"
 @pytest.fixture(scope="module")
 def text_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("text")
-    data = write_csv(root / "posts.csv", text_rows(1200))
+    data = write_csv(root / "posts.csv", text_rows(800))
     out = root / "out"
     result = run_cli(
-        "run", "--data", str(data), "--output", str(out), "--train-steps", "80",
+        "run", "--data", str(data), "--output", str(out), "--train-steps", "60",
         "--tflite", "float32,int8", "--speed-rounds", "1",
         "--accuracy-tolerance", "0.05", "--min-speedup", "0",
     )  # fmt: skip
