@@ -14,7 +14,7 @@ from tests.conftest import ROOT, clean_env, run_cli
 from tests.helpers import check_tracked_run, free_port
 
 pytestmark = pytest.mark.e2e
-STEPS = 30
+STEPS = 60
 LOOSE_GATE = ("--accuracy-tolerance", "0.05", "--min-speedup", "0", "--tflite-max-int8-drop", "0.1")
 
 
