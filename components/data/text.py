@@ -44,9 +44,18 @@ def oov_id(vocabulary_length: int) -> int:
 def encode(text: str, vocabulary: Sequence[str], max_tokens: int) -> list[int]:
     """Token ids of `text`, padded or truncated to `max_tokens` (steps 4-5); `vocabulary`: the
     run's vocabulary file's lines."""
+    return encode_all([text], vocabulary, max_tokens)[0]
+
+
+def encode_all(texts: Iterable[str], vocabulary: Sequence[str], max_tokens: int) -> list[list[int]]:
+    """`encode` of each text, the vocabulary's index built once."""
     index = {token: i + 1 for i, token in enumerate(vocabulary)}
-    ids = [index.get(t, oov_id(len(vocabulary))) for t in tokenize(text)][:max_tokens]
-    return ids + [PAD_ID] * (max_tokens - len(ids))
+    unknown = oov_id(len(vocabulary))
+    out = []
+    for text in texts:
+        ids = [index.get(t, unknown) for t in tokenize(text)][:max_tokens]
+        out.append(ids + [PAD_ID] * (max_tokens - len(ids)))
+    return out
 
 
 def read_vocabulary(path: str | Path) -> list[str]:

@@ -66,7 +66,7 @@ def check(saved_model_dir: str | Path, examples: list[bytes], batch: int = 512) 
         start, stop = t["x_columns"]
         vocabulary = text.read_vocabulary(Path(saved_model_dir) / "tflite" / t["vocabulary_file"])
         raw = _texts(examples, t["feature"])
-        ids = np.array([text.encode(s, vocabulary, t["max_tokens"]) for s in raw], np.float32)
+        ids = np.array(text.encode_all(raw, vocabulary, t["max_tokens"]), np.float32)
         differs = np.flatnonzero((ids != x[:, start:stop]).any(axis=1))
         features.append(
             {
