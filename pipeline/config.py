@@ -43,7 +43,8 @@ class RunConfig:
             TFLite, ...): components/training/options.py; the recipe fields are set per twin.
         accuracy_tolerance, min_accuracy, min_speedup: the gate's thresholds (GateConfig).
         parity: `evidence` (a rule the data cannot decide does not reject) or `strict`.
-        speed_rounds: rounds of the side-by-side speed measurement.
+        speed_rounds: rounds of the side-by-side speed measurement (0: none; the speed rule
+            then judges the trainers' own throughputs).
         amp_train_steps: train the AMP candidate for this many steps instead of
             `train.train_steps`: a way to see a rejection on purpose. None: the same.
         serving_latency_budget_ms: largest p99 latency of a single-example request to the
@@ -98,7 +99,12 @@ class RunConfig:
                 f"Invalid value for argument parity: expected one of {', '.join(PARITY_MODES)}. "
                 f"Received: parity={self.parity!r}"
             )
-        for name in ("speed_rounds", "image_size", "amp_train_steps"):
+        if self.speed_rounds < 0:
+            raise ValueError(
+                "Invalid value for argument speed_rounds: must be 0 (none) or more. "
+                f"Received: speed_rounds={self.speed_rounds!r}"
+            )
+        for name in ("image_size", "amp_train_steps"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(
                     f"Invalid value for argument {name}: must be at least 1. "

@@ -14,7 +14,7 @@ ARGS = (
     "--tflite",
     "none",
     "--speed-rounds",
-    "1",
+    "0",
     "--accuracy-tolerance",
     "0.05",
 )

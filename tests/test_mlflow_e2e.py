@@ -89,7 +89,7 @@ def test_two_concurrent_runs_land_complete_on_a_real_server(mlflow_server, tmp_p
                 "--tflite",
                 "float32",
                 "--speed-rounds",
-                "1",
+                "0",
             ],
             cwd=ROOT,
             env=clean_env(),

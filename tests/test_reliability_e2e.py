@@ -194,7 +194,7 @@ def test_a_useless_model_is_rejected_however_close_its_twins_are(tmp_path):
     out = tmp_path / "out"
     result = run_cli(
         "run", "--data", str(path), "--output", str(out), "--train-steps", "60",
-        "--tflite", "none", "--speed-rounds", "1",
+        "--tflite", "none", "--speed-rounds", "0",
         "--accuracy-tolerance", "1", "--min-speedup", "0",
     )  # fmt: skip
     assert result.returncode == 3, result.stdout + result.stderr

@@ -28,7 +28,7 @@ def text_run(tmp_path_factory):
     out = root / "out"
     result = run_cli(
         "run", "--data", str(data), "--output", str(out), "--train-steps", "60",
-        "--tflite", "float32,int8", "--speed-rounds", "1",
+        "--tflite", "float32,int8", "--speed-rounds", "0",
         "--accuracy-tolerance", "0.05", "--min-speedup", "0",
     )  # fmt: skip
     return data, out, result

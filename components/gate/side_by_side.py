@@ -40,13 +40,18 @@ def compare(fp32_run_dir: str, amp_run_dir: str, out_dir: str, rounds: int) -> d
     """Runs the side-by-side measurement in a fresh process and returns speed.json's content.
 
     Nothing is measured where the AMP trainer ran float32 (the same program twice: the ratio
-    would be noise).
+    would be noise), or where `rounds` is 0 (asked for none).
     """
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(amp_run_dir, names.FIGURES_JSON)) as f:
         amp = json.load(f)
     if amp["policy"] == "float32":
         result = {"skipped": float32_reason(amp)}
+    elif rounds < 1:
+        result = {
+            "skipped": "--speed-rounds 0: no side-by-side timing; the speed rule judges the "
+            "trainers' own throughputs (the recipe ratio)"
+        }
     else:
         with open(os.path.join(amp_run_dir, names.TRAIN_SPEC_JSON)) as f:
             spec = json.load(f)

@@ -85,9 +85,10 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--speed-rounds",
-        type=argtypes.positive,
+        type=argtypes.count,
         default=DEFAULTS.speed_rounds,
-        help="rounds of the side-by-side speed measurement (default: %(default)s)",
+        help="rounds of the side-by-side speed measurement; 0: none, the speed rule then judges "
+        "the trainers' own throughputs, one after the other (default: %(default)s)",
     )
     p.add_argument(
         "--model-name", default="", help="served model name (default: 'digits' or the input's name)"
