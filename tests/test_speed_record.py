@@ -81,3 +81,26 @@ def test_without_a_side_by_side_measurement_the_recipe_ratio_gates_and_the_reaso
     assert record["gate_uses"] == "recipe" and record["precision"]["ratio"] is None
     assert record["recipe"]["ratio"] == pytest.approx(1.8)
     assert speed_record.lines(record)[0].startswith("precision ratio not measured: autotune chose")
+
+
+def test_no_side_by_side_rounds_leave_the_gate_the_recipe_ratio(tmp_path):
+    """--speed-rounds 0: nothing is timed (no child process); the record says why, and the
+    gate's speed rule judges the trainers' own throughputs."""
+    import json
+
+    from components.gate import rules, side_by_side
+
+    fp32, amp = FP32, {**AMP, "examples_per_sec": 1500.0}
+    for name, figures in (("fp32", fp32), ("amp", amp)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "figures.json").write_text(json.dumps(figures))
+    speed = side_by_side.compare(
+        str(tmp_path / "fp32"), str(tmp_path / "amp"), str(tmp_path / "out"), rounds=0
+    )
+    assert speed["skipped"].startswith("--speed-rounds 0: no side-by-side timing")
+    record = speed_record.build(fp32, amp, speed)
+    assert record["gate_uses"] == "recipe" and record["recipe"]["ratio"] == 1.5
+    assert speed_record.lines(record)[0] == f"precision ratio not measured: {speed['skipped']}"
+    m = rules.Measurements(0.9, 0.9, None, 1000.0, 1500.0, "mixed_bfloat16", speed=speed)
+    rule = rules.min_speedup(m, rules.GateConfig(min_speedup=1.2))
+    assert rule.passed and rule.value == 1.5 and rule.detail.startswith("recipe ratio")
