@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+CLASSIFICATION, REGRESSION = "classification", "regression"
+
 
 @dataclasses.dataclass(frozen=True)
 class DataSpec:
@@ -29,6 +31,14 @@ class DataSpec:
         image_shape: (height, width, channels) when the numeric features form an image.
         pixel_scale: what pixels are divided by (their largest value), for images.
         rows: number of examples seen.
+        task: "classification" or "regression".
+        task_reason: why (the flag, or what `--task auto` saw in the label).
+        label_mean, label_std: a regression label's mean and standard deviation over every
+            row the input check read: Transform standardises the label with them, the served
+            model answers in the label's units with them, and the gate's mean baseline predicts
+            the mean (over all rows, a baseline at least as strong on the eval split as the
+            training rows' mean, for squared error).
+        label_range: a regression label's smallest and largest value.
     """
 
     source: str
@@ -52,10 +62,19 @@ class DataSpec:
     missing: dict = dataclasses.field(default_factory=dict)
     class_counts: dict = dataclasses.field(default_factory=dict)
     notices: tuple[str, ...] = ()
+    task: str = CLASSIFICATION
+    task_reason: str = ""
+    label_mean: float = 0.0
+    label_std: float = 1.0
+    label_range: tuple[float, ...] = ()
 
     @property
     def num_classes(self) -> int:
         return len(self.classes)
+
+    @property
+    def regression(self) -> bool:
+        return self.task == REGRESSION
 
     def original_name(self, feature: str) -> str:
         """The column name as the user wrote it, for a feature name."""
@@ -77,4 +96,5 @@ class DataSpec:
             d["image_shape"] = tuple(d["image_shape"])
         d["excluded"] = tuple(d.get("excluded", ()))
         d["notices"] = tuple(d.get("notices", ()))
+        d["label_range"] = tuple(d.get("label_range", ()))
         return cls(**d)

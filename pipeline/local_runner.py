@@ -256,8 +256,20 @@ def _run_locked(config: RunConfig) -> dict:
     return result
 
 
+def check_task_trains(data) -> None:
+    """A regression target is recognised (`inspect` says so) but this version trains, gates and
+    serves classes only: said before any work, with the way to train classes anyway."""
+    if data.regression:
+        raise InputError(
+            f"--label {data.original_name(data.label)}: {data.source}'s label is a regression "
+            f"target ({data.task_reason}); this version trains classification only: pass "
+            "--task classification to train its values as classes"
+        )
+
+
 def check_model_fits_data(config: RunConfig, data, module_ref) -> None:
     """A built-in model that cannot read this input is bad input, said before any work."""
+    check_task_trains(data)
     if module_ref is not None:
         return
     model = model_for(config, data)

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from components.data.csv_format import parse_number
-from core.data_spec import DataSpec
+from core.data_spec import CLASSIFICATION, REGRESSION, DataSpec
 from core.errors import InputError
 
 logger = logging.getLogger(__name__)
@@ -121,6 +121,84 @@ def label_notices(label: str, counts: dict[str, int]) -> list[str]:
 MAX_SLICED_CLASSES = 50
 
 
+def decide_task(figures, asked: str, files: list[Path], fmt, label: str, where: str):
+    """(task, why): classification or regression, from `--task` and the label's figures
+    (components/data/inspection.py::LabelFigures).
+
+    auto takes a numeric label as a regression target when it holds non-integer values or more
+    than AUTO_MAX_CLASSES distinct integers; other labels are classes.
+
+    Raises:
+        InputError: a regression label that is not numeric, not finite or constant; a
+            classification label with more distinct values than can be counted.
+    """
+    from components.data.inspection import AUTO_MAX_CLASSES, MAX_LABEL_VALUES
+
+    column = fmt.original(label)
+    numeric = figures.numeric and (figures.n + figures.non_finite) > 0
+    if asked == "auto":
+        if not numeric:
+            asked, why = CLASSIFICATION, "--task auto: the label is not numeric"
+        elif not figures.integers:
+            asked, why = REGRESSION, "--task auto: it holds non-integer numbers"
+        elif figures.distinct is None or figures.distinct > AUTO_MAX_CLASSES:
+            many = (
+                f"over {MAX_LABEL_VALUES:,}"
+                if figures.distinct is None
+                else (f"{figures.distinct:,}")
+            )
+            asked = REGRESSION
+            why = f"--task auto: it holds {many} distinct integers, more than {AUTO_MAX_CLASSES}"
+        else:
+            asked = CLASSIFICATION
+            why = f"--task auto: {figures.distinct} distinct integers, at most {AUTO_MAX_CLASSES}"
+    else:
+        why = f"--task {asked}"
+    if asked == CLASSIFICATION:
+        if figures.distinct is None:
+            raise InputError(
+                f"{where}: label {column!r} has more than {MAX_LABEL_VALUES:,} distinct values: "
+                "too many classes" + ("; pass --task regression" if numeric else "")
+            )
+        return CLASSIFICATION, why
+    if not figures.numeric:
+        for path in files:
+            hit = _first_line(path, fmt, label, lambda t: parse_number(t) is None)
+            if hit:
+                raise InputError(
+                    f"{path}: label {column!r} is not numeric: line {hit[0]} holds {hit[1]!r}; "
+                    "regression needs numbers"
+                )
+        raise InputError(f"{where}: label {column!r} is not numeric; regression needs numbers")
+    if figures.non_finite:
+        for path in files:
+            hit = _first_line(path, fmt, label, lambda t: not math.isfinite(float(t)))
+            if hit:
+                raise InputError(
+                    f"{path}: label {column!r} holds {hit[1]!r} on line {hit[0]}; regression "
+                    "needs finite numbers"
+                )
+        raise InputError(f"{where}: label {column!r} holds values that are not finite")
+    if not figures.std > 0:
+        raise InputError(
+            f"{where}: label {column!r} is constant ({figures.low:g}); regression needs a label "
+            "that varies"
+        )
+    return REGRESSION, why
+
+
+def _first_line(path: Path, fmt, column: str, test):
+    from components.data.inspection import first_line_where
+
+    def safe(text: str) -> bool:
+        try:
+            return bool(test(text))
+        except ValueError:
+            return False
+
+    return first_line_where(path, fmt, column, safe)
+
+
 def inspect_csv(
     files: list[Path],
     label: str,
@@ -141,7 +219,13 @@ def inspect_csv(
     found = inspect(files, label, options, where)
     fmt, columns = found["format"], found["columns"]
     label_name = found["label"]
-    label_kind, classes = _classes(found["class_counts"], where, fmt.original(label_name))
+    figures = found["label_figures"]
+    task, why = decide_task(figures, options.task, files, fmt, label_name, where)
+    if task == REGRESSION:
+        label_kind, classes, class_counts = "float", (), {}
+    else:
+        class_counts = dict(figures.counts)
+        label_kind, classes = _classes(class_counts, where, fmt.original(label_name))
     excluded = {e["feature"] for e in found["excluded"]}
     texts = tuple(found["text"])
     numeric, strings = [], []
@@ -172,7 +256,14 @@ def inspect_csv(
     ]
     max_tokens, text_figures, text_notices = _text_facts(texts, columns, options, fmt)
     notices += text_notices
-    notices += label_notices(fmt.original(label_name), found["class_counts"])
+    if task == REGRESSION:
+        notices.append(
+            f"label {fmt.original(label_name)!r} is a regression target ({why}): mean "
+            f"{figures.mean:.4g}, standard deviation {figures.std:.4g}, from {figures.low:.4g} "
+            f"to {figures.high:.4g}; trained standardised, predicted in its own units"
+        )
+    else:
+        notices += label_notices(fmt.original(label_name), class_counts)
     for notice in notices:  # the caller shows them (the run's terminal lines, `inspect`)
         logger.info("%s", notice)
     return DataSpec(
@@ -195,8 +286,13 @@ def inspect_csv(
         csv_format=fmt.to_dict(),
         excluded=tuple(found["excluded"]),
         missing={n: columns[n].nulls for n in keep if columns[n].nulls},
-        class_counts={str(k): int(v) for k, v in found["class_counts"].items()},
+        class_counts={str(k): int(v) for k, v in class_counts.items()},
         notices=tuple(notices),
+        task=task,
+        task_reason=why,
+        label_mean=figures.mean if task == REGRESSION else 0.0,
+        label_std=figures.std if task == REGRESSION else 1.0,
+        label_range=(figures.low, figures.high) if task == REGRESSION else (),
     )
 
 

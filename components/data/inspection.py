@@ -17,8 +17,11 @@ import collections
 import dataclasses
 import gzip
 import logging
+import math
 import re
 from pathlib import Path
+
+import numpy as np
 
 from components.data import csv_format, text
 from components.data.csv_format import CsvFormat
@@ -33,6 +36,8 @@ ID_MIN_ROWS = 100  # fewer rows prove nothing about uniqueness
 SAMPLE_ROWS = 20_000  # rows of the first block that decide ID-like, free-text and date columns
 EVAL_SHARE = 0.2  # ExampleGen's eval split: 1 hash bucket of 5
 MIN_EVAL_EXAMPLES = 5  # fewer expected eval examples of a class: its accuracy is not measured
+TASKS = ("auto", "classification", "regression")
+AUTO_MAX_CLASSES = 100  # --task auto: more distinct integer labels than this is a regression
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +57,8 @@ class CsvOptions:
         vocab_size: the largest vocabulary per text column (its most frequent tokens).
         max_tokens: token ids per text column; 0: the 95th percentile of the sampled
             lengths, a multiple of 8, at most 512.
+        task: "classification", "regression" or "auto" (regression for a numeric label with
+            non-integer values or more than AUTO_MAX_CLASSES distinct integers).
     """
 
     na_values: tuple[str, ...] | None = None
@@ -63,8 +70,11 @@ class CsvOptions:
     categorical_columns: tuple[str, ...] = ()
     vocab_size: int = text.DEFAULT_VOCAB_SIZE
     max_tokens: int = 0
+    task: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise InputError(f"--task {self.task}: expected one of {', '.join(TASKS)}")
         if self.vocab_size < 1:
             raise InputError(f"--vocab-size {self.vocab_size}: must be at least 1")
         if not 0 <= self.max_tokens <= text.MAX_TOKENS_LIMIT:
@@ -101,6 +111,91 @@ class _Column:
     maximum: float = 0.0  # largest |value| of a numeric column
 
 
+MAX_LABEL_VALUES = 10_000  # distinct label values counted; past it the label is a number
+
+
+@dataclasses.dataclass
+class LabelFigures:
+    """What the pass keeps about the label, in memory that does not grow with the rows: the
+    counts of its first MAX_LABEL_VALUES distinct values (the classes), and, while every value
+    parses as a number, their count, sums (shifted by the first value, for a stable variance),
+    range, and whether any is not finite or not an integer."""
+
+    counts: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    overflow: bool = False  # more distinct values than MAX_LABEL_VALUES
+    numeric: bool = True
+    n: int = 0
+    shift: float | None = None
+    total: float = 0.0
+    squares: float = 0.0
+    low: float = math.inf
+    high: float = -math.inf
+    non_finite: int = 0
+    integers: bool = True
+    CHUNK = 65_536  # label values converted at a time (a block can hold a million)
+
+    def add(self, array) -> None:
+        """One batch of the label column (strings)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if not self.overflow:
+            found = pc.value_counts(array)
+            if len(found) > MAX_LABEL_VALUES:  # not turned into Python objects
+                self.overflow = True
+            else:
+                for item in found.to_pylist():
+                    if item["values"] is not None:
+                        self.counts[item["values"]] += item["counts"]
+                self.overflow = len(self.counts) > MAX_LABEL_VALUES
+            if self.overflow:
+                self.counts = collections.Counter()
+        for start in range(0, len(array), self.CHUNK):
+            if not self.numeric:
+                return
+            try:
+                values = pc.drop_null(pc.cast(array.slice(start, self.CHUNK), pa.float64()))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                self.numeric = False
+                return
+            # The values' own buffer (no nulls left): Array.to_numpy's first call imports
+            # pandas' shims, 18 MB the input check does not need.
+            data = values.buffers()[1]
+            self._add_numbers(np.frombuffer(data, np.float64, len(values), values.offset * 8))
+
+    def _add_numbers(self, values: np.ndarray) -> None:
+        finite = np.isfinite(values)
+        self.non_finite += int((~finite).sum())
+        values = values[finite]
+        if not len(values):
+            return
+        if self.shift is None:
+            self.shift = float(values[0])
+        centred = values - self.shift
+        self.n += len(values)
+        self.total += float(centred.sum())
+        self.squares += float(centred @ centred)
+        self.low = min(self.low, float(values.min()))
+        self.high = max(self.high, float(values.max()))
+        self.integers = self.integers and bool(np.all(values == np.round(values)))
+
+    @property
+    def distinct(self) -> int | None:
+        """Distinct values, None past MAX_LABEL_VALUES."""
+        return None if self.overflow else len(self.counts)
+
+    @property
+    def mean(self) -> float:
+        return (self.shift or 0.0) + self.total / self.n if self.n else math.nan
+
+    @property
+    def std(self) -> float:
+        """Population standard deviation of the finite values."""
+        if not self.n:
+            return math.nan
+        return math.sqrt(max(self.squares / self.n - (self.total / self.n) ** 2, 0.0))
+
+
 def _validate_encoding(path: Path, encoding: str, chunk: int = 1 << 20) -> None:
     """Decodes the whole file in chunks; undecodable bytes raise InputError naming the line."""
     decoder = codecs.getincrementaldecoder(encoding)(errors="strict")
@@ -131,6 +226,11 @@ def _sample_text(path: Path, encoding: str, size: int = 65536) -> str:
 
 def _first_text_line(path: Path, fmt: CsvFormat, column: str) -> tuple[int, str] | None:
     """(line, text) of the first cell of `column` that is neither missing nor a number."""
+    return first_line_where(path, fmt, column, lambda text: csv_format.parse_number(text) is None)
+
+
+def first_line_where(path: Path, fmt: CsvFormat, column: str, test) -> tuple[int, str] | None:
+    """(line, text) of the first present cell of `column` for which `test(text)` holds."""
     import csv
 
     index = fmt.names.index(column)
@@ -141,7 +241,7 @@ def _first_text_line(path: Path, fmt: CsvFormat, column: str) -> tuple[int, str]
         for row in reader:
             if index < len(row):
                 text = row[index].strip()
-                if text not in na and csv_format.parse_number(text) is None:
+                if text not in na and test(text):
                     return reader.line_num, text
     return None
 
@@ -167,19 +267,20 @@ def _column_in_error(message: str, fmt: CsvFormat, included: list[str]) -> str |
     return included[index] if index < len(included) else None
 
 
-def _scan(files: list[Path], fmt: CsvFormat, label: str) -> tuple[dict, dict, int, CsvFormat]:
-    """The streaming pass: per-column figures, label counts and row count.
+def _scan(
+    files: list[Path], fmt: CsvFormat, label: str
+) -> tuple[dict, LabelFigures, int, CsvFormat]:
+    """The streaming pass: per-column figures, the label's figures and row count.
 
     Types are inferred from the first block; a column that turns out to hold decimals later is
     widened to float and the pass restarts (at most once per column).
     """
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     types: dict[str, str] = {label: "string"}
     while True:
         columns = {n: _Column(n, o) for n, o in zip(fmt.names, fmt.columns, strict=True)}
-        counts: collections.Counter = collections.Counter()
+        figures = LabelFigures()
         rows = 0
         try:
             for path in files:
@@ -195,10 +296,7 @@ def _scan(files: list[Path], fmt: CsvFormat, label: str) -> tuple[dict, dict, in
                         _sample(batch, columns)
                     rows += batch.num_rows
                     _accumulate(batch, columns)
-                    values = pc.value_counts(batch.column(label))
-                    for item in values.to_pylist():
-                        if item["values"] is not None:
-                            counts[item["values"]] += item["counts"]
+                    figures.add(batch.column(label))
                     if columns[label].nulls:
                         raise InputError(
                             f"{path}: label column {fmt.original(label)!r} is empty on "
@@ -217,7 +315,7 @@ def _scan(files: list[Path], fmt: CsvFormat, label: str) -> tuple[dict, dict, in
                 types[name] = "float"
                 continue
             raise _text_in_numeric(files, fmt, name) from None
-        return columns, counts, rows, dataclasses.replace(fmt, types=types)
+        return columns, figures, rows, dataclasses.replace(fmt, types=types)
 
 
 def _sample(batch, columns: dict[str, _Column]) -> None:
@@ -386,7 +484,7 @@ def inspect(files: list[Path], label: str, options: CsvOptions, where: str) -> d
     for flag, named in (("--text-columns", as_text), ("--categorical-columns", as_categories)):
         if label_name in named:
             raise InputError(f"{flag} {label}: that is the label")
-    columns, counts, rows, fmt = _scan(files, fmt, label_name)
+    columns, label_figures, rows, fmt = _scan(files, fmt, label_name)
     if rows == 0:
         raise InputError(f"{where}: the CSV file has a header but no rows")
     excluded, notices, texts = [], [], []
@@ -429,7 +527,7 @@ def inspect(files: list[Path], label: str, options: CsvOptions, where: str) -> d
         "format": fmt,
         "label": label_name,
         "columns": columns,
-        "class_counts": dict(counts),
+        "label_figures": label_figures,
         "rows": rows,
         "excluded": excluded,
         "notices": notices,

@@ -5,13 +5,18 @@ from __future__ import annotations
 from core.data_spec import DataSpec
 
 
+def task_text(data: DataSpec) -> str:
+    """'10 classes', or 'regression' with the label's range."""
+    if data.regression:
+        low, high = data.label_range
+        return f"regression, {low:g} to {high:g}"
+    return f"{data.num_classes} classes"
+
+
 def format_data(data: DataSpec) -> str:
     """Columns as written and as features, their types and missing values, the exclusions with
     their reasons, the classes, and every notice."""
-    lines = [
-        f"data         {data.source}: {data.rows:,} rows, {data.num_classes} classes "
-        f"({data.format})"
-    ]
+    lines = [f"data         {data.source}: {data.rows:,} rows, {task_text(data)} ({data.format})"]
     fmt = data.csv_format
     if fmt:
         delimiter = {"\t": "tab", ",": "','", ";": "';'", "|": "'|'"}.get(
@@ -40,8 +45,9 @@ def format_data(data: DataSpec) -> str:
         )
     lines.append(
         f"  {data.original_name(data.label):<{width}}  {data.label:<{width}}  label    "
-        f"{data.num_classes} classes"
+        f"{task_text(data)}"
     )
+    lines.append(f"task         {data.task} ({data.task_reason or 'the default'})")
     if data.excluded:
         lines.append("")
         for e in data.excluded:

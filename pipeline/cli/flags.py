@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from components.data.inspection import CsvOptions
+from components.data.inspection import AUTO_MAX_CLASSES, TASKS, CsvOptions
 from components.training.distribution import DISTRIBUTIONS
 from components.training.options import (
     RECIPE_FIELDS,
@@ -272,6 +272,14 @@ def add_csv_flags(p: argparse.ArgumentParser) -> None:
         default=CsvOptions.max_tokens,
         help="token ids per text value, cut or padded; 0: the 95th percentile of the lengths, "
         "a multiple of 8, at most 512 (default: %(default)s)",
+    )
+    p.add_argument(
+        "--task",
+        choices=TASKS,
+        default=CsvOptions.task,
+        help="what the label is: classes, or a number to predict (regression); auto: "
+        f"regression for a numeric label with non-integer values or more than "
+        f"{AUTO_MAX_CLASSES} distinct integers (default: %(default)s)",
     )
 
 
