@@ -426,9 +426,6 @@ def fit_watched(spec: TrainSpec, model, strategy, train_ds, what: str = ""):
 def train_and_export(spec: TrainSpec, strategy=None) -> dict:
     """Trains (data-parallel under `strategy`, when given), evaluates, exports the serving
     SavedModel, and returns the measured figures."""
-    from components.amp import rules as amp_rules
-    from components.export.saved_model import artifact_dtypes, check_artifact, export_serving_model
-
     spec, distribution_figures = distributed(spec, strategy)
     train_ds = make_dataset(
         spec.train_files, spec.transform_output, spec.batch_size, spec.seed, train=True
@@ -437,15 +434,109 @@ def train_and_export(spec: TrainSpec, strategy=None) -> dict:
         spec.eval_files, spec.transform_output, spec.batch_size, spec.seed, train=False
     )
     readiness = check_readiness(spec, train_ds) if spec.readiness else None
-    xla, xla_fallback = spec.xla, None
+    xla, xla_fallback = xla_after_readiness(spec, readiness)
+    trained = train_first_seed(spec, strategy, train_ds, eval_ds, xla)
+    serving, layers = export_checked(spec, trained["model"], readiness, trained["dtype_warnings"])
+    eval_x, eval_y = dataset_arrays(eval_ds, MAX_EVAL_EXAMPLES)
+    tflite = export_edge_models(spec, trained["model"], train_ds, eval_x, eval_y)
+    seed_runs = predict_every_seed(spec, xla, eval_x, eval_y, serving, trained, strategy)
+    diagnostics = None
+    if spec.diagnose:
+        from components.amp import diagnosis as amp_diagnosis
+
+        mspec = model_spec(spec)
+        diagnostics = amp_diagnosis.measure(
+            trained["model"],
+            train_ds,
+            spec.policy,
+            spec.batch_size,
+            mspec.input_width,
+            mspec.num_classes,
+        )
+    timer, monitor = trained["timer"], trained["monitor"]
+    figures = {
+        "policy": spec.policy,
+        "xla": xla,
+        "xla_requested": spec.xla,
+        "xla_fallback": xla_fallback,
+        "loss_scaling": spec.loss_scaling,
+        "model": spec.model,
+        "model_module": spec.model_module,
+        "train_steps": spec.train_steps,
+        "batch_size": spec.batch_size,
+        "threads": spec.intra_op_threads,
+        "device": spec.device,
+        "accuracy": float(trained["results"]["accuracy"]),
+        "loss": float(trained["results"]["loss"]),
+        **timer.summary(),
+        "peak_memory_mb": trained["peak_mb"],
+        "memory_method": trained["memory"].method,
+        "history": {k: [float(v) for v in vs] for k, vs in trained["history"].history.items()},
+        "layers": layers,
+        "dtype_warnings": trained["dtype_warnings"],
+        "output_fix": trained["output_fix"].to_dict(),
+        "readiness": readiness,
+        "diagnostics": diagnostics,
+        "loss_scale": monitor.summary(),
+        # Per step: Keras' running means over the (single) epoch.
+        "curve": {"loss": monitor.losses, "accuracy": monitor.accuracies},
+        "serving_precision": spec.serving_precision,
+        "tflite": tflite,
+        "process_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "seeds": seed_runs,
+        "distribution": distribution_figures,
+    }
+    (Path(spec.model_run_dir) / names.FIGURES_JSON).write_text(
+        json.dumps(figures, indent=2, default=_json_default)
+    )
+    return figures
+
+
+def xla_after_readiness(spec: TrainSpec, readiness: dict | None) -> tuple[bool, str | None]:
+    """(XLA on or off, why it was turned off): the readiness check's compile probe failing
+    turns XLA off for the run."""
     if readiness and readiness["compile"] and not readiness["compile"]["ok"]:
-        xla, xla_fallback = False, readiness["compile"]["error"]
-        logger.warning("Training without XLA: %s", xla_fallback)
+        logger.warning("Training without XLA: %s", readiness["compile"]["error"])
+        return False, readiness["compile"]["error"]
+    return spec.xla, None
+
+
+def train_first_seed(spec: TrainSpec, strategy, train_ds, eval_ds, xla: bool) -> dict:
+    """The spec's model built, compiled, trained under the watch of fit_watched and evaluated:
+    the model and what was measured on the way."""
+    from components.amp import rules as amp_rules
+
     model, output_fix = build_fresh(spec, spec.policy, strategy)
     compile_model(spec, model, xla, strategy)
     dtype_warnings = amp_rules.variable_dtype_warnings(model, spec.policy)
     history, timer, monitor, memory, peak_mb = fit_watched(spec, model, strategy, train_ds)
     results = evaluate(model, strategy, eval_ds, steps=spec.eval_steps, return_dict=True, verbose=0)
+    return {
+        "model": model,
+        "output_fix": output_fix,
+        "dtype_warnings": dtype_warnings,
+        "history": history,
+        "timer": timer,
+        "monitor": monitor,
+        "memory": memory,
+        "peak_mb": peak_mb,
+        "results": results,
+    }
+
+
+def export_checked(
+    spec: TrainSpec, model, readiness: dict | None, warnings: list[str]
+) -> tuple[object, list]:
+    """Saves model.keras, exports the serving SavedModel (the float32 rebuild by default) and
+    checks its dtypes on the artifact as written and read back (dtype_report.json, with the
+    variables' dtype `warnings`): (the served model, the layers' dtype report).
+
+    Raises:
+        ValueError: the written artifact is not what it should be.
+    """
+    from components.amp import rules as amp_rules
+    from components.export.saved_model import artifact_dtypes, check_artifact, export_serving_model
+
     run_dir = Path(spec.model_run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -454,7 +545,7 @@ def train_and_export(spec: TrainSpec, strategy=None) -> dict:
         logger.warning("model.keras not written (%s); the SavedModel is the model", e)
     observed = (readiness or {}).get("numeric", {}).get("output_dtypes")
     layers = amp_rules.dtype_report(model, spec.policy, observed)
-    report = {"policy": spec.policy, "layers": layers, "warnings": dtype_warnings}
+    report = {"policy": spec.policy, "layers": layers, "warnings": warnings}
     serving = float32_rebuild(spec, model) if spec.serving_precision == "float32" else model
     export_serving_model(serving, spec.transform_output, spec.serving_model_dir, spec.data_spec)
     # Checked on the artifact as written and read back, not on the model in memory.
@@ -468,65 +559,29 @@ def train_and_export(spec: TrainSpec, strategy=None) -> dict:
             f"the exported serving model {spec.serving_model_dir} is not what it should be: "
             + "; ".join(problems)
         )
-    eval_x, eval_y = dataset_arrays(eval_ds, MAX_EVAL_EXAMPLES)
-    tflite = export_edge_models(spec, model, train_ds, eval_x, eval_y)
+    return serving, layers
+
+
+def predict_every_seed(spec: TrainSpec, xla, eval_x, eval_y, serving, trained, strategy):
+    """The first seed's figures, every further seed trained the same way, and each seed's
+    served predictions on the eval split written to `eval_predictions.npz` for the gate's
+    pairs: the per-seed figures, with their accuracy."""
     first = {
         "seed": spec.seed,
-        **timer.summary(),
-        "peak_memory_mb": peak_mb,
+        **trained["timer"].summary(),
+        "peak_memory_mb": trained["peak_mb"],
         "accuracy": None,
     }
     seed_runs, predictions = train_other_seeds(spec, xla, eval_x, serving, first, strategy)
     for run, predicted in zip(seed_runs, predictions, strict=True):
         run["accuracy"] = float(np.mean(predicted == eval_y))
     np.savez_compressed(
-        run_dir / names.EVAL_PREDICTIONS,
+        Path(spec.model_run_dir) / names.EVAL_PREDICTIONS,
         labels=eval_y.astype(np.int64),
         predictions=np.stack(predictions).astype(np.int64),
         seeds=np.array([r["seed"] for r in seed_runs], np.int64),
     )
-    diagnostics = None
-    if spec.diagnose:
-        from components.amp import diagnosis as amp_diagnosis
-
-        mspec = model_spec(spec)
-        diagnostics = amp_diagnosis.measure(
-            model, train_ds, spec.policy, spec.batch_size, mspec.input_width, mspec.num_classes
-        )
-    figures = {
-        "policy": spec.policy,
-        "xla": xla,
-        "xla_requested": spec.xla,
-        "xla_fallback": xla_fallback,
-        "loss_scaling": spec.loss_scaling,
-        "model": spec.model,
-        "model_module": spec.model_module,
-        "train_steps": spec.train_steps,
-        "batch_size": spec.batch_size,
-        "threads": spec.intra_op_threads,
-        "device": spec.device,
-        "accuracy": float(results["accuracy"]),
-        "loss": float(results["loss"]),
-        **timer.summary(),
-        "peak_memory_mb": peak_mb,
-        "memory_method": memory.method,
-        "history": {k: [float(v) for v in vs] for k, vs in history.history.items()},
-        "layers": layers,
-        "dtype_warnings": dtype_warnings,
-        "output_fix": output_fix.to_dict(),
-        "readiness": readiness,
-        "diagnostics": diagnostics,
-        "loss_scale": monitor.summary(),
-        # Per step: Keras' running means over the (single) epoch.
-        "curve": {"loss": monitor.losses, "accuracy": monitor.accuracies},
-        "serving_precision": spec.serving_precision,
-        "tflite": tflite,
-        "process_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "seeds": seed_runs,
-        "distribution": distribution_figures,
-    }
-    (run_dir / names.FIGURES_JSON).write_text(json.dumps(figures, indent=2, default=_json_default))
-    return figures
+    return seed_runs
 
 
 MAX_EVAL_EXAMPLES = 200_000  # eval examples the trainers predict for the gate's pairs
