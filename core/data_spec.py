@@ -33,11 +33,9 @@ class DataSpec:
         rows: number of examples seen.
         task: "classification" or "regression".
         task_reason: why (the flag, or what `--task auto` saw in the label).
-        label_mean, label_std: a regression label's mean and standard deviation over every
-            row the input check read: Transform standardises the label with them, the served
-            model answers in the label's units with them, and the gate's mean baseline predicts
-            the mean (over all rows, a baseline at least as strong on the eval split as the
-            training rows' mean, for squared error).
+        label_mean, label_std: a regression label's mean and (population) standard deviation
+            over every row the input check read. This version recognises regression targets
+            but trains classes only (pipeline/local_runner.py::check_task_trains).
         label_range: a regression label's smallest and largest value.
     """
 

@@ -82,7 +82,7 @@ def _classes(values: Iterable[str], where: str, label: str) -> tuple[str, tuple[
         if not all(float(x).is_integer() for x in numbers.values()):
             raise InputError(
                 f"{where}: label {label!r} holds non-integer numbers; classification needs "
-                "integer or string classes"
+                "integer or string classes (--task regression predicts numbers)"
             )
         return "int", tuple(sorted(distinct, key=lambda v: int(float(v))))
     return "string", tuple(sorted(distinct))
@@ -142,11 +142,8 @@ def decide_task(figures, asked: str, files: list[Path], fmt, label: str, where: 
         elif not figures.integers:
             asked, why = REGRESSION, "--task auto: it holds non-integer numbers"
         elif figures.distinct is None or figures.distinct > AUTO_MAX_CLASSES:
-            many = (
-                f"over {MAX_LABEL_VALUES:,}"
-                if figures.distinct is None
-                else (f"{figures.distinct:,}")
-            )
+            many = f"{figures.distinct or MAX_LABEL_VALUES:,}"
+            many = f"over {many}" if figures.distinct is None else many
             asked = REGRESSION
             why = f"--task auto: it holds {many} distinct integers, more than {AUTO_MAX_CLASSES}"
         else:
@@ -260,7 +257,7 @@ def inspect_csv(
         notices.append(
             f"label {fmt.original(label_name)!r} is a regression target ({why}): mean "
             f"{figures.mean:.4g}, standard deviation {figures.std:.4g}, from {figures.low:.4g} "
-            f"to {figures.high:.4g}; trained standardised, predicted in its own units"
+            f"to {figures.high:.4g}"
         )
     else:
         notices += label_notices(fmt.original(label_name), class_counts)
