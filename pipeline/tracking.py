@@ -106,6 +106,28 @@ def readiness_tags(summary: dict) -> dict:
     return tags
 
 
+ALIAS_ATTEMPTS = 5
+
+
+def set_alias(client, model_name: str, alias: str, version: str) -> None:
+    """Points `alias` at `version`. MLflow's server sets an alias by a read, then an insert:
+    two runs promoting the same model at once can both read "no alias" and the second insert
+    fails on the alias row's unique key (`sqlite3.IntegrityError: UNIQUE constraint failed:
+    registered_model_aliases...`, seen with two concurrent runs on one server). The row exists
+    by then, so setting it again updates it: the run that sets it last holds it."""
+    from mlflow.exceptions import MlflowException
+
+    for attempt in range(ALIAS_ATTEMPTS):
+        try:
+            client.set_registered_model_alias(model_name, alias, version)
+            return
+        except MlflowException as e:
+            if "UNIQUE constraint failed" not in str(e) or attempt == ALIAS_ATTEMPTS - 1:
+                raise
+            logger.warning("alias %r of %s set concurrently; setting it again", alias, model_name)
+            time.sleep(0.2 * (attempt + 1))
+
+
 class RunTracker:
     """Writes one pipeline run to MLflow. Every run it opens ends FINISHED or FAILED."""
 
@@ -333,7 +355,7 @@ class RunTracker:
         gate = summary["gate"]
         self.client.set_model_version_tag(model_name, version.version, "gate", summary["status"])
         if summary["status"] == "promoted":
-            self.client.set_registered_model_alias(model_name, CHAMPION, version.version)
+            set_alias(self.client, model_name, CHAMPION, version.version)
         else:
             self.client.set_model_version_tag(
                 model_name, version.version, "failed_rules", ",".join(gate["failed"])

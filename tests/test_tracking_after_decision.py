@@ -48,3 +48,39 @@ def test_an_interrupt_during_tracking_is_not_swallowed(tmp_path):
 
     with pytest.raises(Interrupted):
         track_after_decision(track, BrokenTracker(), {"status": "promoted"}, tmp_path)
+
+
+class RacingRegistry:
+    """A registry whose alias insert collides with another run's `collisions` times, as MLflow's
+    server answered two concurrent promotions (read, then insert)."""
+
+    def __init__(self, collisions: int, message: str = ""):
+        self.collisions, self.message, self.aliases = collisions, message, {}
+
+    def set_registered_model_alias(self, name, alias, version):
+        from mlflow.exceptions import MlflowException
+
+        if self.collisions:
+            self.collisions -= 1
+            raise MlflowException(
+                self.message
+                or "(sqlite3.IntegrityError) UNIQUE constraint failed: "
+                "registered_model_aliases.workspace, registered_model_aliases.name, "
+                "registered_model_aliases.alias"
+            )
+        self.aliases[(name, alias)] = version
+
+
+def test_a_champion_alias_set_concurrently_is_set_again_and_other_errors_stand(monkeypatch):
+    from mlflow.exceptions import MlflowException
+
+    from pipeline import tracking
+
+    monkeypatch.setattr(tracking.time, "sleep", lambda s: None)
+    registry = RacingRegistry(collisions=2)
+    tracking.set_alias(registry, "digits", "champion", "7")
+    assert registry.aliases == {("digits", "champion"): "7"}
+    with pytest.raises(MlflowException, match="UNIQUE constraint"):
+        tracking.set_alias(RacingRegistry(collisions=tracking.ALIAS_ATTEMPTS), "d", "c", "1")
+    with pytest.raises(MlflowException, match="permission denied"):
+        tracking.set_alias(RacingRegistry(1, "permission denied"), "d", "c", "1")
