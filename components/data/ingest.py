@@ -132,7 +132,7 @@ def decide_task(figures, asked: str, files: list[Path], fmt, label: str, where: 
         InputError: a regression label that is not numeric, not finite or constant; a
             classification label with more distinct values than can be counted.
     """
-    from components.data.inspection import AUTO_MAX_CLASSES, MAX_LABEL_VALUES
+    from components.data.inspection import AUTO_MAX_CLASSES, MAX_LABEL_VALUES, first_text_line
 
     column = fmt.original(label)
     numeric = figures.numeric and (figures.n + figures.non_finite) > 0
@@ -160,7 +160,7 @@ def decide_task(figures, asked: str, files: list[Path], fmt, label: str, where: 
         return CLASSIFICATION, why
     if not figures.numeric:
         for path in files:
-            hit = _first_line(path, fmt, label, lambda t: parse_number(t) is None)
+            hit = first_text_line(path, fmt, label)
             if hit:
                 raise InputError(
                     f"{path}: label {column!r} is not numeric: line {hit[0]} holds {hit[1]!r}; "

@@ -224,7 +224,7 @@ def _sample_text(path: Path, encoding: str, size: int = 65536) -> str:
         return f.read(size)
 
 
-def _first_text_line(path: Path, fmt: CsvFormat, column: str) -> tuple[int, str] | None:
+def first_text_line(path: Path, fmt: CsvFormat, column: str) -> tuple[int, str] | None:
     """(line, text) of the first cell of `column` that is neither missing nor a number."""
     return first_line_where(path, fmt, column, lambda text: csv_format.parse_number(text) is None)
 
@@ -249,7 +249,7 @@ def first_line_where(path: Path, fmt: CsvFormat, column: str, test) -> tuple[int
 def _text_in_numeric(files: list[Path], fmt: CsvFormat, name: str) -> InputError:
     """The error for a numeric column holding text, naming the file and the line."""
     for path in files:
-        hit = _first_text_line(path, fmt, name)
+        hit = first_text_line(path, fmt, name)
         if hit:
             return InputError(
                 f"{path}: column {fmt.original(name)!r} is numeric but line {hit[0]} holds text "
