@@ -34,8 +34,8 @@ class DataSpec:
         task: "classification" or "regression".
         task_reason: why (the flag, or what `--task auto` saw in the label).
         label_mean, label_std: a regression label's mean and (population) standard deviation
-            over every row the input check read. This version recognises regression targets
-            but trains classes only (pipeline/local_runner.py::check_task_trains).
+            over every row the input check read: Transform standardises the label with them
+            and the serving signatures answer in the label's units.
         label_range: a regression label's smallest and largest value.
     """
 

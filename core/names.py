@@ -33,8 +33,10 @@ FEATURES_SIGNATURE = "predict_features"  # the Transform output `x`, as the TFLi
 PROBABILITIES = "probabilities"
 CLASS_IDS = "class_ids"
 CLASSES = "classes"
+PREDICTIONS = "predictions"  # a regression model's answer, in the label's own units
 EXAMPLES_INPUT = "examples"
-# Transform's outputs: the model input and the label's class id.
+# Transform's outputs: the model input and the label (its class id; for regression, the label
+# standardised with DataSpec's label_mean and label_std).
 FEATURES_KEY = "x"
 LABEL_KEY = "label_xf"
 

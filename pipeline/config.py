@@ -42,6 +42,8 @@ class RunConfig:
         train: how both trainers train (steps, batch, learning rate, seeds, loss scaling,
             TFLite, ...): components/training/options.py; the recipe fields are set per twin.
         accuracy_tolerance, min_accuracy, min_speedup: the gate's thresholds (GateConfig).
+        error_tolerance: a regression label's: the largest MAE rise, as a share of float32's
+            (and production's) MAE, that still promotes (GateConfig).
         parity: `evidence` (a rule the data cannot decide does not reject) or `strict`.
         speed_rounds: rounds of the side-by-side speed measurement (0: none; the speed rule
             then judges the trainers' own throughputs).
@@ -71,6 +73,7 @@ class RunConfig:
     accuracy_tolerance: float = GateConfig.accuracy_tolerance
     min_accuracy: float = GateConfig.min_accuracy
     min_speedup: float = GateConfig.min_speedup
+    error_tolerance: float = GateConfig.error_tolerance
     parity: str = "evidence"
     speed_rounds: int = 7
     amp_train_steps: int | None = None
@@ -110,7 +113,12 @@ class RunConfig:
                     f"Invalid value for argument {name}: must be at least 1. "
                     f"Received: {name}={getattr(self, name)!r}"
                 )
-        GateConfig(self.accuracy_tolerance, self.min_accuracy, self.min_speedup)  # validates
+        GateConfig(  # validates
+            self.accuracy_tolerance,
+            self.min_accuracy,
+            self.min_speedup,
+            error_tolerance=self.error_tolerance,
+        )
         if not self.serving_latency_budget_ms > 0:
             raise ValueError(
                 "Invalid value for argument serving_latency_budget_ms: must be > 0. "

@@ -42,9 +42,6 @@ def transformed(config: RunConfig, command: str) -> Iterator[tuple[Transformed, 
         data = ingest.prepare(
             config.data, config.label, output / "data", config.image_size, config.csv
         )
-        from pipeline.local_runner import check_task_trains
-
-        check_task_trains(data)
         config = dataclasses.replace(config, model_name=model_name_for(config, data))
         module_ref = user_model.check(config.model_module, data)
 

@@ -51,6 +51,8 @@ def _params(config: RunConfig, data, amp: TrainOptions) -> dict:
         "accuracy_tolerance": config.accuracy_tolerance,
         "min_accuracy": config.min_accuracy,
         "min_speedup": config.min_speedup,
+        "error_tolerance": config.error_tolerance,
+        "task": data.task,
         "parity": config.parity,
     }
 
@@ -256,20 +258,8 @@ def _run_locked(config: RunConfig) -> dict:
     return result
 
 
-def check_task_trains(data) -> None:
-    """A regression target is recognised (`inspect` says so) but this version trains, gates and
-    serves classes only: said before any work, with the way to train classes anyway."""
-    if data.regression:
-        raise InputError(
-            f"--label {data.original_name(data.label)}: {data.source}'s label is a regression "
-            f"target ({data.task_reason}); this version trains classification only: pass "
-            "--task classification to train its values as classes"
-        )
-
-
 def check_model_fits_data(config: RunConfig, data, module_ref) -> None:
     """A built-in model that cannot read this input is bad input, said before any work."""
-    check_task_trains(data)
     if module_ref is not None:
         return
     model = model_for(config, data)
@@ -289,8 +279,10 @@ def write_header(terminal, config: RunConfig, data, recipe) -> None:
     """The run's first lines: warnings, what runs on what, and every notice about the data."""
     for warning in recipe.warnings:
         terminal.write(f"WARNING: {warning}\n")
+    from components.data.report import task_text
+
     terminal.write(
-        f"amp-pipeline: {data.source} ({data.rows} rows, {data.num_classes} classes), "
+        f"amp-pipeline: {data.source} ({data.rows} rows, {task_text(data)}), "
         f"model {model_for(config, data)}, AMP policy {recipe.policy} [{recipe.reason}]\n"
     )
     for notice in data.notices:

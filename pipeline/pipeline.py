@@ -40,7 +40,10 @@ def eval_config(config: RunConfig, data: DataSpec) -> tfma.EvalConfig:
     """AMP candidate vs a baseline, on the whole eval split and per class.
 
     Metrics: accuracy (gated: no drop beyond the tolerance, at least the minimum), loss, example
-    count, and AUC of the positive class for binary labels.
+    count, and AUC of the positive class for binary labels. For a regression label: mean
+    absolute error (gated: no rise beyond the error tolerance, a share of the baseline's), mean
+    squared error, its root and the example count, on the raw label and the served
+    predictions, both in the label's units.
     """
 
     def spec(name: str, is_baseline: bool) -> tfma.ModelSpec:
@@ -48,9 +51,33 @@ def eval_config(config: RunConfig, data: DataSpec) -> tfma.EvalConfig:
             name=name,
             signature_name=names.SERVING_SIGNATURE,
             preprocessing_function_names=[names.TRANSFORM_SIGNATURE],
-            label_key=names.LABEL_KEY,
-            prediction_key=names.PROBABILITIES,
+            label_key=data.label if data.regression else names.LABEL_KEY,
+            prediction_key=names.PREDICTIONS if data.regression else names.PROBABILITIES,
             is_baseline=is_baseline,
+        )
+
+    if data.regression:
+        return tfma.EvalConfig(
+            model_specs=[spec(CANDIDATE, False), spec(BASELINE, True)],
+            slicing_specs=[tfma.SlicingSpec()],
+            metrics_specs=[
+                tfma.MetricsSpec(
+                    metrics=[
+                        tfma.MetricConfig(
+                            class_name="MeanAbsoluteError",
+                            threshold=tfma.MetricThreshold(
+                                change_threshold=tfma.GenericChangeThreshold(
+                                    direction=tfma.MetricDirection.LOWER_IS_BETTER,
+                                    relative={"value": config.error_tolerance},
+                                )
+                            ),
+                        ),
+                        tfma.MetricConfig(class_name="MeanSquaredError"),
+                        tfma.MetricConfig(class_name="RootMeanSquaredError"),
+                        tfma.MetricConfig(class_name="ExampleCount"),
+                    ]
+                )
+            ],
         )
 
     accuracy_threshold = tfma.MetricThreshold(
@@ -349,6 +376,9 @@ def create_pipeline(
         label=data.label,
         label_kind=data.label_kind,
         strict=int(config.parity == "strict"),
+        task=data.task,
+        error_tolerance=config.error_tolerance,
+        label_mean=data.label_mean,
     ).with_id(GATE)
     pusher = Pusher(
         model=trainer_amp.outputs["model"],

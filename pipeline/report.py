@@ -215,6 +215,84 @@ def plot_autotune(summary: dict, path: Path) -> Path | None:
     return path
 
 
+def plot_predicted_vs_actual(summary: dict, path: Path) -> Path | None:
+    """A regression label: each twin's predictions (first seed) against the eval labels, with
+    the line of perfect answers. None for classes, or when the predictions are not there."""
+    import numpy as np
+
+    if summary.get("task") != "regression":
+        return None
+    files = summary.get("evaluation") or {}
+    twins = {}
+    for twin in ("fp32", "amp"):
+        file = files.get(f"{twin}_predictions")
+        if not file or not Path(file).exists():
+            return None
+        with np.load(file) as f:
+            twins[twin] = (f["labels"], f["predictions"][0])
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    for (twin, (labels, predicted)), color in zip(
+        twins.items(), ("#4c72b0", "#dd8452"), strict=False
+    ):
+        ax.scatter(labels, predicted, s=6, alpha=0.5, color=color, label=twin)
+    labels = twins["amp"][0]
+    low, high = float(np.min(labels)), float(np.max(labels))
+    ax.plot([low, high], [low, high], color="black", linewidth=1, label="perfect")
+    label = summary.get("data", {}).get("label", "label")
+    ax.set_xlabel(f"actual {label}")
+    ax.set_ylabel(f"predicted {label}")
+    ax.set_title("predicted vs actual (eval split)", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def quality_line(summary: dict) -> str:
+    """Accuracy of both twins, or for regression their MAE, RMSE and R² (label units)."""
+    fp32, amp = summary["fp32"], summary["amp"]
+    if summary.get("task") == "regression":
+        f, a = fp32.get("metrics") or {}, amp.get("metrics") or {}
+        return (
+            f"- Error (label units): MAE fp32 {number(f.get('mae'), '.4g')}, amp "
+            f"{number(a.get('mae'), '.4g')} (change {number(summary.get('mae_change'), '+.2%')} "
+            f"of fp32's); RMSE fp32 {number(f.get('rmse'), '.4g')}, amp "
+            f"{number(a.get('rmse'), '.4g')}; R² fp32 {number(f.get('r2'), '.4f')}, amp "
+            f"{number(a.get('r2'), '.4f')}"
+        )
+    return (
+        f"- Accuracy: fp32 {number(fp32['accuracy'], '.4f')}, amp "
+        f"{number(amp['accuracy'], '.4f')} "
+        f"(delta {number(summary['accuracy_delta'], '+.4f')})"
+    )
+
+
+def tflite_rows(summary: dict) -> list[str]:
+    variants = summary["exports"].get("tflite", {})
+    regression = any("mae" in v for v in variants.values())
+    quality = "MAE | max rel diff" if regression else "accuracy | agreement"
+    lines = [
+        f"| TFLite variant | size KiB | {quality} | max abs diff | ms/example |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, v in variants.items():
+        if not v.get("converted"):
+            lines.append(f"| {name} | failed: {v['error']} | | | | |")
+            continue
+        figures = (
+            f"{v['mae']:.4g} | {v['max_rel_diff']:.2%}"
+            if regression
+            else f"{v['accuracy']:.4f} | {v['agreement']:.4f}"
+        )
+        lines.append(
+            f"| {name} | {v['size_bytes'] / 1024:.1f} | {figures} "
+            f"| {v['max_abs_diff']:.2g} | {v['latency_ms']:.3f} |"
+        )
+    return lines
+
+
 def autotune_section(summary: dict) -> list[str]:
     tuned = summary.get("autotune")
     if not tuned:
@@ -248,6 +326,9 @@ def write_report(summary: dict, fp32: dict, amp: dict, out_dir: Path) -> dict[st
     tuned = plot_autotune(summary, out_dir / "autotune.png")
     if tuned is not None:
         plots["autotune"] = tuned
+    scatter = plot_predicted_vs_actual(summary, out_dir / "predicted_vs_actual.png")
+    if scatter is not None:
+        plots["predicted_vs_actual"] = scatter
     gate = summary["gate"]
     lines = [
         f"# amp-pipeline run: {summary['status'].upper()}",
@@ -260,9 +341,7 @@ def write_report(summary: dict, fp32: dict, amp: dict, out_dir: Path) -> dict[st
         f"({summary.get('speedup_kind', 'precision')} ratio); memory "
         f"**{number(summary['memory_ratio'], '.2f')}x** (recipe ratio, "
         f"{summary['fp32']['memory_method']})",
-        f"- Accuracy: fp32 {number(summary['fp32']['accuracy'], '.4f')}, amp "
-        f"{number(summary['amp']['accuracy'], '.4f')} "
-        f"(delta {number(summary['accuracy_delta'], '+.4f')})",
+        quality_line(summary),
         f"- Gate: {'passed' if gate['passed'] else 'failed: ' + ', '.join(gate['failed'])}",
         f"- Pushed: {summary['exports']['saved_model'] or 'nothing'}",
         "",
@@ -277,17 +356,13 @@ def write_report(summary: dict, fp32: dict, amp: dict, out_dir: Path) -> dict[st
         "",
         "![loss scale](loss_scale.png)",
         "",
-        "| TFLite variant | size KiB | accuracy | agreement | max abs diff | ms/example |",
-        "|---|---|---|---|---|---|",
+        *(
+            ["![predicted vs actual](predicted_vs_actual.png)", ""]
+            if "predicted_vs_actual" in plots
+            else []
+        ),
+        *tflite_rows(summary),
     ]
-    for name, v in summary["exports"].get("tflite", {}).items():
-        if v.get("converted"):
-            lines.append(
-                f"| {name} | {v['size_bytes'] / 1024:.1f} | {v['accuracy']:.4f} "
-                f"| {v['agreement']:.4f} | {v['max_abs_diff']:.2g} | {v['latency_ms']:.3f} |"
-            )
-        else:
-            lines.append(f"| {name} | failed: {v['error']} | | | | |")
     report = out_dir / names.REPORT_MD
     report.write_text("\n".join(lines) + "\n")
     return {"report": report, **plots}

@@ -18,7 +18,7 @@ NUMBER = (int, float)
 OPTIONAL_NUMBER = (int, float, type(None))
 TRAINER = {
     "policy": str,
-    "accuracy": NUMBER,
+    "accuracy": OPTIONAL_NUMBER,  # null for a regression label: see "metrics"
     "examples_per_sec": NUMBER,
     "step_time_ms": {"p50": NUMBER, "p90": NUMBER},
     "peak_memory_mb": NUMBER,
@@ -30,6 +30,8 @@ TRAINER = {
 # a nested contract; [x] is a list whose items follow x.
 CONTRACT = {
     "status": str,  # "promoted" or "rejected"
+    "task": str,  # "classification" or "regression" (then each trainer has "metrics": mae,
+    # rmse, r2 in the label's units, and "mae_change" replaces "accuracy_delta")
     "exit_code": int,  # 0 promoted, 3 rejected
     "policy": str,  # what the AMP trainer ran
     "xla": bool,
@@ -46,7 +48,7 @@ CONTRACT = {
         "gate_uses": str,
     },
     "memory_ratio": OPTIONAL_NUMBER,
-    "accuracy_delta": NUMBER,
+    "accuracy_delta": OPTIONAL_NUMBER,
     "gate": {
         "passed": bool,
         "failed": [str],
@@ -168,11 +170,19 @@ def build_summary(
         pushed_path = _newest_version(output_dir / "serving" / config_dict["model_name"])
     status = "promoted" if decision["passed"] and pushed_path else "rejected"
 
+    regression = decision.get("task") == "regression"
+
     def trainer(figures: dict, accuracy: float) -> dict:
         d = {k: figures[k] for k in TRAINER_KEYS if k in figures}
-        d["accuracy"] = accuracy
+        d["accuracy"] = None if regression else accuracy
         d["trainer_accuracy"] = figures["accuracy"]
+        if regression:
+            d["metrics"] = figures.get("metrics")
         return d
+
+    parity_rule = next(
+        (r for r in decision["rules"] if r["name"] in ("accuracy_parity", "error_parity")), {}
+    )
 
     amp_out = trainer(amp, measured["amp_accuracy"])
     amp_out["loss_scale"] = {k: v for k, v in amp.get("loss_scale", {}).items() if k != "history"}
@@ -189,6 +199,7 @@ def build_summary(
             variant["outcome"] = rules[f"tflite_{name}"]["outcome"]
     return {
         "status": status,
+        "task": decision.get("task", "classification"),
         "exit_code": EXIT_PROMOTED if status == "promoted" else EXIT_REJECTED,
         # What the AMP trainer ran (it may have fallen back from XLA), not what was asked.
         "policy": amp.get("policy", recipe.policy),
@@ -213,7 +224,10 @@ def build_summary(
         "warnings": list(recipe.warnings),
         "fp32": trainer(fp32, measured["fp32_accuracy"]),
         "amp": amp_out,
-        "production": {"accuracy": measured["production_accuracy"]},
+        "production": {
+            "accuracy": None if regression else measured["production_accuracy"],
+            "mae": (decision.get("regression") or {}).get("production_mae"),
+        },
         "speedup": speedup,
         "speedup_kind": record["gate_uses"],
         "speedup_trainers": trainers_speedup,
@@ -226,7 +240,11 @@ def build_summary(
             twin: (decision.get("seeds") or {}).get(twin, {}).get("peak_memory_mb")
             for twin in ("fp32", "amp")
         },
-        "accuracy_delta": measured["amp_accuracy"] - measured["fp32_accuracy"],
+        "accuracy_delta": None
+        if regression
+        else measured["amp_accuracy"] - measured["fp32_accuracy"],
+        # Regression: AMP's MAE change as a share of float32's (the error_parity estimate).
+        "mae_change": parity_rule.get("value") if regression else None,
         "gate": {
             "passed": decision["passed"],
             "failed": decision["failed"],
@@ -240,12 +258,22 @@ def build_summary(
         "evaluation": {
             "fp32_baseline": outputs[EVALUATOR]["evaluation"].uri,
             "production": outputs[EVALUATOR_PRODUCTION]["evaluation"].uri,
+            # Each twin's served predictions on the eval split, per seed (the gate's pairs).
+            "fp32_predictions": str(
+                Path(outputs[TRAINER_FP32]["model_run"].uri) / names.EVAL_PREDICTIONS
+            ),
+            "amp_predictions": str(
+                Path(outputs[TRAINER_AMP]["model_run"].uri) / names.EVAL_PREDICTIONS
+            ),
         },
         "data": {
             "source": data_dict["source"],
             "rows": data_dict["rows"],
             "label": data_dict["label"],
             "classes": list(data_dict["classes"]),
+            "task_reason": data_dict.get("task_reason", ""),
+            "label_mean": data_dict.get("label_mean"),
+            "label_std": data_dict.get("label_std"),
             "text_features": list(data_dict.get("text_features", [])),
             "max_tokens": data_dict.get("max_tokens", 0),
             "vocab_size": data_dict.get("vocab_size", 0),

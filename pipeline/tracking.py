@@ -263,6 +263,7 @@ class RunTracker:
             },
             metrics={
                 "accuracy": figures["accuracy"],
+                **(figures.get("metrics") or {}),  # regression: mae, rmse, r2 (label units)
                 "loss": figures["loss"],
                 "examples_per_sec": figures["examples_per_sec"],
                 "step_time_p50_ms": step["p50"],
@@ -395,6 +396,12 @@ class RunTracker:
                 "accuracy_delta": summary["accuracy_delta"],
                 "fp32_accuracy": summary["fp32"]["accuracy"],
                 "amp_accuracy": summary["amp"]["accuracy"],
+                **{
+                    f"{twin}_{k}": v
+                    for twin in ("fp32", "amp")
+                    for k, v in (summary[twin].get("metrics") or {}).items()
+                },
+                "mae_change": summary.get("mae_change"),
                 "fp32_examples_per_sec": summary["fp32"]["examples_per_sec"],
                 "amp_examples_per_sec": summary["amp"]["examples_per_sec"],
                 "fp32_peak_memory_mb": summary["fp32"]["peak_memory_mb"],

@@ -70,19 +70,42 @@ def _raw_inputs(examples: list[bytes], specs: dict) -> tuple[dict, list[int]]:
     return columns, kept
 
 
+def answer_keys(outputs: dict) -> tuple[str, ...]:
+    """The outputs a served answer is checked on: probabilities and class ids, or a regression
+    model's predictions."""
+    if names.PREDICTIONS in outputs:
+        return (names.PREDICTIONS,)
+    return (names.PROBABILITIES, names.CLASS_IDS)
+
+
+def by_output(rows: list, keys: tuple[str, ...]) -> dict:
+    """REST row-format predictions as {output: values}. A signature with one output (a
+    regression model's `predictions`) answers each row with the bare value, not a dict."""
+    if rows and not isinstance(rows[0], dict):
+        return {keys[0]: rows}
+    return {k: [r[k] for r in rows] for k in keys}
+
+
 def _compare(what: str, got: dict, want: dict, failures: list[str]) -> float:
-    """Probabilities within ATOL and equal class ids; returns the largest difference."""
-    probs_got = np.asarray(got[names.PROBABILITIES], dtype=np.float64)
-    probs_want = np.asarray(want[names.PROBABILITIES], dtype=np.float64)
-    if probs_got.shape != probs_want.shape:
+    """Probabilities within ATOL and equal class ids (regression predictions, in the label's
+    units: within ATOL of their size, at least ATOL); returns the largest difference."""
+    key = names.PREDICTIONS if names.PREDICTIONS in want else names.PROBABILITIES
+    values_got = np.asarray(got[key], dtype=np.float64)
+    values_want = np.asarray(want[key], dtype=np.float64)
+    if values_got.shape != values_want.shape:
         failures.append(
-            f"{what}: probabilities of shape {probs_got.shape}, in process {probs_want.shape}"
+            f"{what}: {key} of shape {values_got.shape}, in process {values_want.shape}"
         )
         return float("inf")
-    diff = float(np.max(np.abs(probs_got - probs_want))) if probs_got.size else 0.0
-    if not diff <= ATOL:
-        failures.append(f"{what}: probabilities differ from in process by up to {diff:.2e}")
-    if not np.array_equal(np.asarray(got[names.CLASS_IDS]), np.asarray(want[names.CLASS_IDS])):
+    diff = float(np.max(np.abs(values_got - values_want))) if values_got.size else 0.0
+    bound = (
+        ATOL * max(1.0, float(np.max(np.abs(values_want)))) if key == names.PREDICTIONS else ATOL
+    )
+    if not diff <= bound:
+        failures.append(f"{what}: {key} differ from in process by up to {diff:.2e}")
+    if key == names.PROBABILITIES and not np.array_equal(
+        np.asarray(got[names.CLASS_IDS]), np.asarray(want[names.CLASS_IDS])
+    ):
         failures.append(f"{what}: class ids differ from in process")
     return diff
 
@@ -126,7 +149,7 @@ def validate(
             report["grpc_max_abs_diff"] = _compare("gRPC Predict", got, want, failures)
             instances = [{"b64": base64.b64encode(e).decode()} for e in examples]
             rows = client.rest_predict(model_name, instances=instances)["predictions"]
-            got = {k: [r[k] for r in rows] for k in (names.PROBABILITIES, names.CLASS_IDS)}
+            got = by_output(rows, answer_keys(want))
             report["rest_max_abs_diff"] = _compare("REST :predict (instances)", got, want, failures)
             if RAW in loaded.signatures:
                 specs = server.repository.get(model_name).inputs[RAW]
@@ -146,6 +169,7 @@ def validate(
                         for k, v in columns.items()
                     }
                     out = client.rest_predict(model_name, inputs=columns, signature=RAW)["outputs"]
+                    out = out if isinstance(out, dict) else {names.PREDICTIONS: out}
                     report["rest_raw_max_abs_diff"] = _compare(
                         "REST :predict (inputs, predict_raw)", out, want_raw, failures
                     )

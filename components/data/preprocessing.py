@@ -9,7 +9,9 @@
   `max_tokens` ids, 0 being padding. They come last in `x`, as float32 values (token ids are
   exact in float32 below 2**24); the built-in BERT encoder casts them back to integers before
   any mixed-precision layer sees them.
-- The label becomes its class id, in the order of DataSpec.classes.
+- The label becomes its class id, in the order of DataSpec.classes; a regression label is
+  standardised, `(y - label_mean) / label_std` with DataSpec's figures (the input check's, over
+  every row it read), and the serving signatures answer `z * label_std + label_mean`.
 
 The Trainer, the exported serving signature and the Evaluator all use this one function through
 the Transform graph, so training and serving cannot skew.
@@ -60,6 +62,13 @@ def label_to_id(label, spec: DataSpec) -> tf.Tensor:
         default_value=-1,
     )
     return tf.reshape(table.lookup(text), [-1])
+
+
+def standardized_label(label, spec: DataSpec) -> tf.Tensor:
+    """[batch] float32 z-scores of a regression label (DataSpec's mean and std, so that the
+    serving signatures can turn predictions back into the label's units)."""
+    y = tf.reshape(tf.cast(_dense(label, 0), tf.float32), [-1])
+    return (y - spec.label_mean) / spec.label_std
 
 
 def _standardized_scalars(raws: list) -> tf.Tensor:
@@ -161,6 +170,7 @@ def model_spec(spec: DataSpec, width: int, custom_preprocessing: bool = False) -
         feature_names=names,
         num_classes=spec.num_classes,
         class_names=tuple(spec.classes),
+        task=spec.task,
         feature_slices=() if custom_preprocessing else feature_slices(spec),
         image_shape=image,
         text_features=() if custom_preprocessing else tuple(spec.text_features),
@@ -196,7 +206,7 @@ def preprocessing_fn(inputs: dict, custom_config: dict) -> dict:
     """TFX Transform entry point (`components.data.preprocessing.preprocessing_fn`).
 
     With a user model module that defines `preprocessing_fn`, `x` comes from it; the label is
-    mapped to class ids here either way.
+    mapped to class ids (or standardised, for regression) here either way.
     """
     spec = DataSpec.from_dict(custom_config["data_spec"])
     module_ref = custom_config.get("model_module")
@@ -205,5 +215,8 @@ def preprocessing_fn(inputs: dict, custom_config: dict) -> dict:
     else:
         outputs = {FEATURES_KEY: features_to_x(inputs, spec)}
     if spec.label in inputs:
-        outputs[LABEL_KEY] = label_to_id(inputs[spec.label], spec)
+        label = inputs[spec.label]
+        outputs[LABEL_KEY] = (
+            standardized_label(label, spec) if spec.regression else label_to_id(label, spec)
+        )
     return outputs

@@ -2,7 +2,9 @@
 
 Signatures:
 - `serving_default`: serialized raw `tf.Example` -> `probabilities`, `class_ids`, `classes`
-  (the label names). Preprocessing runs inside, so serving cannot skew from training.
+  (the label names); for a regression label, `predictions` ([batch] float32, in the label's
+  own units: the model's standardised output times DataSpec's label_std plus its label_mean).
+  Preprocessing runs inside, so serving cannot skew from training.
 - `predict_raw`: one tensor per raw feature (the label excluded; [batch] for scalars,
   [batch, n] for vectors) -> the same outputs. For REST JSON clients.
 - `transform_features`: serialized raw `tf.Example` (label included) -> Transform's outputs.
@@ -30,6 +32,7 @@ from core.names import (
     CLASSES,
     FEATURES_KEY,
     FEATURES_SIGNATURE,
+    PREDICTIONS,
     PROBABILITIES,
     RAW_SIGNATURE,
     SERVING_SIGNATURE,
@@ -67,6 +70,12 @@ class ServingModule(tf.Module):
         self._raw_spec = tft_output.raw_feature_spec()
         self._serving_spec = {k: v for k, v in self._raw_spec.items() if k != data_spec.label}
         self.class_names = tf.constant(list(data_spec.classes))
+        # A regression label's standardisation, undone in every signature.
+        self.label_scale = (
+            (float(data_spec.label_mean), float(data_spec.label_std))
+            if data_spec.regression
+            else None
+        )
         self.raw_signature = {
             name: tf.TensorSpec(_raw_shape(spec), spec.dtype, name=name)
             for name, spec in self._serving_spec.items()
@@ -97,6 +106,9 @@ class ServingModule(tf.Module):
 
     def predict_from_features(self, transformed: dict) -> dict:
         probs = tf.cast(self.model(transformed[FEATURES_KEY], training=False), tf.float32)
+        if self.label_scale is not None:
+            mean, std = self.label_scale
+            return {PREDICTIONS: tf.reshape(probs, [-1]) * std + mean}
         ids = tf.argmax(probs, axis=-1)
         return {PROBABILITIES: probs, CLASS_IDS: ids, CLASSES: tf.gather(self.class_names, ids)}
 
@@ -177,14 +189,16 @@ def _variable_dtypes(export_dir: str) -> list:
 
 
 def check_artifact(dtypes: dict, serving_precision: str) -> list[str]:
-    """What is wrong with the written artifact's dtypes ([] when nothing): probabilities must
+    """What is wrong with the written artifact's dtypes ([] when nothing): probabilities (or
+    regression predictions) must
     be float32 in every signature, the variables float32, and a float32 serving model must not
     compute in reduced precision anywhere."""
     problems = []
     for name, sig in dtypes["signatures"].items():
-        dtype = sig["outputs"].get(PROBABILITIES)
-        if dtype is not None and dtype != "float32":
-            problems.append(f"signature {name} returns {PROBABILITIES} as {dtype}")
+        for key in (PROBABILITIES, PREDICTIONS):
+            dtype = sig["outputs"].get(key)
+            if dtype is not None and dtype != "float32":
+                problems.append(f"signature {name} returns {key} as {dtype}")
     reduced_vars = {k: n for k, n in dtypes["variables"].items() if k in REDUCED}
     if reduced_vars:
         problems.append(f"variables stored in reduced precision: {reduced_vars}")

@@ -128,6 +128,26 @@ def parity(probs: np.ndarray, reference: np.ndarray, labels: np.ndarray) -> dict
     }
 
 
+def regression_parity(
+    predicted: np.ndarray, reference: np.ndarray, labels: np.ndarray
+) -> dict[str, float]:
+    """A regression variant against the reference (both in the label's units): the largest
+    absolute and relative prediction difference, and the paired absolute errors' summary the
+    gate's error rule reads (components/gate/stats.py::ErrorPairs)."""
+    diff = np.abs(predicted - reference)
+    variant_error, reference_error = np.abs(predicted - labels), np.abs(reference - labels)
+    paired = variant_error - reference_error
+    return {
+        "mae": float(np.mean(variant_error)),
+        "reference_mae": float(np.mean(reference_error)),
+        "max_abs_diff": float(np.max(diff)),
+        "max_rel_diff": float(np.max(diff / np.maximum(np.abs(reference), 1e-12))),
+        "n": int(len(labels)),
+        "error_diff_mean": float(np.mean(paired)),
+        "error_diff_sd": float(np.std(paired, ddof=1)) if len(paired) > 1 else 0.0,
+    }
+
+
 def export_tflite(
     float32_saved_model: str,
     out_dir: str | Path,
@@ -140,17 +160,31 @@ def export_tflite(
     variants: tuple[str, ...] = VARIANTS,
     thresholds: ParityThresholds | None = None,
     latency_examples: int = 200,
+    label_scale: tuple[float, float] | None = None,
 ) -> dict:
     """Converts each variant and measures it on the eval split against the reference (the
     exported serving SavedModel's probabilities): the counts the gate's TFLite rules decide on
     (components/gate/rules.py::tflite_rules). A variant that fails to convert is reported with
     the converter's reason.
+
+    For a regression label, `label_scale` is (label_mean, label_std): the TFLite models output
+    the standardised label, `reference_probs` and `eval_y` are in the label's units, and each
+    variant's predictions are compared with them there (regression_parity).
     """
     thresholds = thresholds or ParityThresholds()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "labels.txt").write_text("\n".join(class_names) + "\n")
-    reference_accuracy = float(np.mean(reference_probs.argmax(axis=1) == eval_y))
+    if label_scale is None:
+        (out / "labels.txt").write_text("\n".join(class_names) + "\n")
+        reference = {
+            "accuracy": float(np.mean(reference_probs.argmax(axis=1) == eval_y)),
+            "examples": int(len(eval_y)),
+        }
+    else:
+        reference = {
+            "mae": float(np.mean(np.abs(reference_probs - eval_y))),
+            "examples": int(len(eval_y)),
+        }
 
     def representative():
         for row in representative_x[:200]:
@@ -169,11 +203,16 @@ def export_tflite(
         runner = TFLiteRunner(path)
         probs, _ = runner.predict(eval_x)
         _, latency = runner.predict(eval_x[:latency_examples])
+        if label_scale is None:
+            measured = parity(probs, reference_probs, eval_y)
+        else:
+            predicted = probs.reshape(-1).astype(np.float64) * label_scale[1] + label_scale[0]
+            measured = regression_parity(predicted, reference_probs, eval_y)
         result = {
             "converted": True,
             "path": str(path),
             "size_bytes": path.stat().st_size,
-            **parity(probs, reference_probs, eval_y),
+            **measured,
             "latency_ms": latency,
             "input_dtype": np.dtype(runner.input["dtype"]).name,
         }
@@ -189,11 +228,20 @@ def export_tflite(
                 "name": names.PROBABILITIES,
                 "classes": class_names,
                 "labels_file": "labels.txt",
+            }
+            if label_scale is None
+            else {
+                "name": names.PREDICTIONS,
+                "standardised": True,
+                "label_mean": label_scale[0],
+                "label_std": label_scale[1],
+                "to_label_units": "prediction = output * label_std + label_mean",
             },
         }
         path.with_suffix(".json").write_text(json.dumps(sidecar, indent=2))
     summary = {
-        "reference": {"accuracy": reference_accuracy, "examples": int(len(eval_y))},
+        "reference": reference,
+        "task": "classification" if label_scale is None else "regression",
         "thresholds": dataclasses.asdict(thresholds),
         "variants": results,
     }

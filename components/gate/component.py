@@ -6,6 +6,7 @@ decision.md.
 """
 
 import json
+import math
 import os
 
 from tfx import v1 as tfx
@@ -13,6 +14,7 @@ from tfx.types.artifact import Artifact
 
 from components.export import text_parity
 from components.gate import evidence as gate_evidence
+from components.gate import regression as gate_regression
 from components.gate import rules as gate_rules
 from components.gate import speed_record
 from components.gate.majority import majority
@@ -72,8 +74,14 @@ def tfma_failures(evaluation_uri: str) -> list[str]:
             key = failure.metric_key
             value = failure.metric_value.double_value.value
             threshold = failure.metric_threshold
-            if key.is_diff:
-                bound = threshold.change_threshold.absolute.value
+            change = threshold.change_threshold
+            if key.is_diff and change.HasField("relative"):
+                bound = change.relative.value
+                lines.append(
+                    f"{key.name} change {value:+.4g} vs baseline, relative bound {bound:+.4f}"
+                )
+            elif key.is_diff:
+                bound = change.absolute.value
                 lines.append(f"{key.name} change {value:+.4f} vs baseline, must be >= {bound:+.4f}")
             else:
                 bound = threshold.value_threshold.lower_bound.value
@@ -105,55 +113,96 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
     label: Parameter[str] = "",
     label_kind: Parameter[str] = "int",
     strict: Parameter[int] = 0,
+    task: Parameter[str] = "classification",
+    error_tolerance: Parameter[float] = gate_rules.ERROR_TOLERANCE,
+    label_mean: Parameter[float] = 0.0,
 ) -> None:
     """Decides promotion; writes the blessing and decision.json/decision.md."""
-    cfg = gate_rules.GateConfig(accuracy_tolerance, min_accuracy, min_speedup, bool(strict))
+    cfg = gate_rules.GateConfig(
+        accuracy_tolerance, min_accuracy, min_speedup, bool(strict), error_tolerance
+    )
+    regression = task == "regression"
     fp32, amp = _figures(fp32_run), _figures(amp_run)
     parity = overall_accuracy(parity_evaluation.uri)
-    baseline = majority(examples.uri, label, label_kind) if label else {"share": None, "class": ""}
+    baseline = (
+        majority(examples.uri, label, label_kind)
+        if label and not regression
+        else {"share": None, "class": ""}
+    )
     production = overall_accuracy(production_evaluation.uri)
-    pairs = gate_evidence.seed_pairs(fp32_run.uri, amp_run.uri)
+    pairs = (
+        gate_evidence.seed_error_pairs(fp32_run.uri, amp_run.uri)
+        if regression
+        else gate_evidence.seed_pairs(fp32_run.uri, amp_run.uri)
+    )
     production_model = (
         production_blessing.get_string_custom_property("baseline_model")
         if production_blessing.has_custom_property("baseline_model")
         else ""
     )
-    production_pairs = None
-    if production_model and production.get("baseline") is not None:
+    candidate_dir = os.path.join(model.uri, names.SERVING_MODEL_DIR)
+    production_pairs = production_errors = None
+    if production_model and regression:
+        production_errors = gate_evidence.production_errors(
+            examples.uri,
+            candidate_dir,
+            os.path.join(production_model, names.SERVING_MODEL_DIR),
+            label,
+        )
+    elif production_model and production.get("baseline") is not None:
         production_pairs = gate_evidence.production_pairs(
             examples.uri,
-            os.path.join(model.uri, names.SERVING_MODEL_DIR),
+            candidate_dir,
             os.path.join(production_model, names.SERVING_MODEL_DIR),
         )
     with open(os.path.join(speed.uri, names.SPEED_JSON)) as f:
         speed_result = json.load(f)
     measurements = gate_rules.Measurements(
-        fp32_accuracy=parity["baseline"],
-        amp_accuracy=parity["candidate"],
+        fp32_accuracy=parity.get("baseline", math.nan),
+        amp_accuracy=parity.get("candidate", math.nan),
         production_accuracy=production.get("baseline"),
         fp32_examples_per_sec=fp32["examples_per_sec"],
         amp_examples_per_sec=amp["examples_per_sec"],
         amp_policy=amp["policy"],
         majority_share=baseline["share"],
         majority_class=baseline["class"] or "",
-        parity=gate_evidence.pooled(fp32_run.uri, amp_run.uri),
+        parity=None if regression else gate_evidence.pooled(fp32_run.uri, amp_run.uri),
         production_pairs=production_pairs,
         speed=speed_result,
     )
     with open(os.path.join(infra_blessing.uri, infra_validation.REPORT)) as f:
         serving = json.load(f)
-    candidate_dir = os.path.join(model.uri, names.SERVING_MODEL_DIR)
     tokenizer = (
         text_parity.check(candidate_dir, gate_evidence.raw_eval_examples(examples.uri))
         if text_parity.has_text(candidate_dir)
         else None
     )
+    tflite_rules = gate_regression.tflite_rules if regression else gate_rules.tflite_rules
     extra = (
-        *gate_rules.tflite_rules(amp.get("tflite", {}), cfg.strict),
+        *tflite_rules(amp.get("tflite", {}), cfg.strict),
         *gate_rules.tokenizer_rule(tokenizer),
         gate_rules.serving_rule(serving),
     )
-    result = gate_rules.decide(measurements, cfg, extra=extra)
+    if regression:
+        result = gate_regression.decide(
+            gate_evidence.pooled_errors(fp32_run.uri, amp_run.uri),
+            gate_evidence.versus_mean(amp_run.uri, label_mean),
+            label_mean,
+            production_errors,
+            measurements,
+            cfg,
+            extra=extra,
+        )
+    else:
+        result = gate_rules.decide(measurements, cfg, extra=extra)
+    result["task"] = task
+    if regression:
+        result["regression"] = {
+            "fp32": fp32.get("metrics"),
+            "amp": amp.get("metrics"),
+            "label_mean": label_mean,
+            "production_mae": production_errors.reference_mae if production_errors else None,
+        }
     result["measurements"] = {
         k: v
         for k, v in measurements.__dict__.items()

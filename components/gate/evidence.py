@@ -5,6 +5,9 @@
   read without shuffling): the pairs for components/gate/stats.py.
 - AMP vs production: the gate runs both SavedModels on the raw eval split itself (the
   production model was trained in another run).
+- Regression: the same files hold predictions in the label's units; the pairs are each
+  example's absolute errors (stats.ErrorPairs), and the mean-prediction baseline is the
+  absolute error of always answering the label's mean.
 - Seeds: each twin's accuracy, throughput and memory per seed, their mean and spread, and the
   per-seed accuracy differences (their MLPerf trimmed mean is reported from five seeds on; the
   gate's evidence pools every seed per example, components/gate/stats.py).
@@ -16,7 +19,7 @@ import os
 
 import numpy as np
 
-from components.gate.stats import Paired, median_and_spread, trimmed
+from components.gate.stats import ErrorPairs, Paired, median_and_spread, trimmed
 from core import names
 
 
@@ -44,6 +47,43 @@ def correctness(fp32_dir: str, amp_dir: str) -> tuple[list[int], np.ndarray, np.
     return seeds, np.stack(amp_right), np.stack(fp32_right)
 
 
+def absolute_errors(fp32_dir: str, amp_dir: str) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """(seeds, AMP |error|, float32 |error|) of a regression label, shape (seeds, n), in the
+    label's units, for every seed both twins trained."""
+    fp32, amp = load_predictions(fp32_dir), load_predictions(amp_dir)
+    if not np.array_equal(fp32["labels"], amp["labels"]):
+        raise ValueError(
+            "the twins' eval predictions are not over the same examples in the same order"
+        )
+    labels = amp["labels"]
+    seeds, amp_err, fp32_err = [], [], []
+    for i, seed in enumerate(amp["seeds"]):
+        j = int(np.flatnonzero(fp32["seeds"] == seed)[0]) if seed in fp32["seeds"] else i
+        seeds.append(int(seed))
+        amp_err.append(np.abs(amp["predictions"][i] - labels))
+        fp32_err.append(np.abs(fp32["predictions"][j] - labels))
+    return seeds, np.stack(amp_err), np.stack(fp32_err)
+
+
+def pooled_errors(fp32_dir: str, amp_dir: str) -> ErrorPairs:
+    """Every seed's absolute errors together, per example (AMP the candidate)."""
+    _, amp_err, fp32_err = absolute_errors(fp32_dir, amp_dir)
+    return ErrorPairs.from_errors(amp_err, fp32_err)
+
+
+def seed_error_pairs(fp32_dir: str, amp_dir: str) -> list[tuple[int, ErrorPairs]]:
+    seeds, amp_err, fp32_err = absolute_errors(fp32_dir, amp_dir)
+    return [(s, ErrorPairs.from_errors(amp_err[k], fp32_err[k])) for k, s in enumerate(seeds)]
+
+
+def versus_mean(amp_dir: str, mean: float) -> ErrorPairs:
+    """The AMP model's absolute errors (seeds averaged) against always answering `mean`."""
+    amp = load_predictions(amp_dir)
+    errors = np.abs(amp["predictions"] - amp["labels"])
+    baseline = np.broadcast_to(np.abs(amp["labels"] - mean), errors.shape)
+    return ErrorPairs.from_errors(errors, baseline)
+
+
 def seed_pairs(fp32_dir: str, amp_dir: str) -> list[tuple[int, Paired]]:
     """(seed, pairs) for every seed both twins trained, AMP as the candidate."""
     seeds, amp_right, fp32_right = correctness(fp32_dir, amp_dir)
@@ -60,24 +100,30 @@ def pooled(fp32_dir: str, amp_dir: str) -> Paired:
     return Paired.from_correct(amp_right, fp32_right)
 
 
-def seeds_report(fp32: dict, amp: dict, pairs: list[tuple[int, Paired]]) -> dict:
-    """Per seed and in aggregate: each twin's figures and the paired accuracy differences."""
+def seeds_report(fp32: dict, amp: dict, pairs: list[tuple[int, Paired | ErrorPairs]]) -> dict:
+    """Per seed and in aggregate: each twin's figures and the paired differences (accuracy;
+    for regression, the MAE change as a share of float32's)."""
+
+    def quality(run: dict) -> float | None:
+        return run["accuracy"] if run.get("accuracy") is not None else run["metrics"]["mae"]
 
     def twin(figures: dict) -> dict:
         runs = figures.get("seeds") or []
         return {
             "per_seed": runs,
-            "accuracy": median_and_spread([r["accuracy"] for r in runs]),
+            "accuracy": median_and_spread([quality(r) for r in runs]),
             "examples_per_sec": median_and_spread([r["examples_per_sec"] for r in runs]),
             "peak_memory_mb": median_and_spread([r["peak_memory_mb"] for r in runs]),
         }
 
-    deltas = [p.difference for _, p in pairs]
+    deltas = [p.relative if isinstance(p, ErrorPairs) else p.difference for _, p in pairs]
     return {
         "seeds": [s for s, _ in pairs],
         "fp32": twin(fp32),
         "amp": twin(amp),
-        "pairs": [{"seed": s, "delta": p.difference, **p.to_dict()} for s, p in pairs],
+        "pairs": [
+            {"seed": s, "delta": d, **p.to_dict()} for (s, p), d in zip(pairs, deltas, strict=True)
+        ],
         "delta": {
             "mean": float(np.mean(deltas)) if deltas else None,
             "std": float(np.std(deltas, ddof=1)) if len(deltas) > 1 else None,
@@ -118,6 +164,40 @@ def raw_eval_examples(examples_uri: str, limit: int = 200_000) -> list[bytes]:
     files = sorted(tf.io.gfile.glob(os.path.join(examples_uri, "Split-eval", "*")))
     ds = tf.data.TFRecordDataset(files, compression_type="GZIP").take(limit)
     return [bytes(r) for r in ds.as_numpy_iterator()]
+
+
+def served_values(saved_model: str, examples: list[bytes], batch: int = 1024) -> np.ndarray:
+    """A regression SavedModel's predictions (label units) for the serialized raw examples."""
+    import tensorflow as tf
+
+    serve = tf.saved_model.load(saved_model).signatures[names.SERVING_SIGNATURE]
+    out = [
+        serve(examples=tf.constant(examples[i : i + batch]))[names.PREDICTIONS].numpy()
+        for i in range(0, len(examples), batch)
+    ]
+    return np.concatenate(out).astype(np.float64) if out else np.zeros(0)
+
+
+def raw_labels(examples: list[bytes], label: str) -> np.ndarray:
+    """The label's values as written in the raw examples (a regression label: numbers)."""
+    import tensorflow as tf
+
+    values = []
+    for record in examples:
+        feature = tf.train.Example.FromString(record).features.feature[label]
+        number = feature.float_list.value or feature.int64_list.value
+        values.append(float(number[0]) if number else np.nan)
+    return np.asarray(values, np.float64)
+
+
+def production_errors(examples_uri: str, candidate: str, production: str, label: str) -> ErrorPairs:
+    """The candidate's absolute errors vs the production model's, on the same raw eval examples."""
+    examples = raw_eval_examples(examples_uri)
+    labels = raw_labels(examples, label)
+    keep = np.isfinite(labels)
+    mine = served_values(candidate, examples)[keep]
+    theirs = served_values(production, examples)[keep]
+    return ErrorPairs.from_errors(np.abs(mine - labels[keep]), np.abs(theirs - labels[keep]))
 
 
 def production_pairs(examples_uri: str, candidate: str, production: str) -> Paired:

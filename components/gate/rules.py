@@ -10,6 +10,10 @@ import math
 
 from components.gate import stats as gate_stats
 
+# Regression: the AMP model's mean absolute error may be at most 2% above float32's (and a new
+# model's at most 2% above production's). The one place this default is written.
+ERROR_TOLERANCE = 0.02
+
 
 @dataclasses.dataclass(frozen=True)
 class GateConfig:
@@ -19,6 +23,8 @@ class GateConfig:
         accuracy_tolerance: largest accuracy drop allowed, vs float32 and vs production.
         min_accuracy: smallest absolute accuracy of the AMP model.
         min_speedup: smallest AMP/float32 examples-per-second ratio (1.0: not slower).
+        error_tolerance: regression: largest rise of the mean absolute error allowed, as a share
+            of the reference's (float32's, production's), vs float32 and vs production.
         strict: `--parity strict`: a rule whose estimate is within its threshold but whose
             interval is not (unproven) rejects; by default it promotes with that headline. An
             estimate beyond a threshold rejects either way.
@@ -28,6 +34,7 @@ class GateConfig:
     min_accuracy: float = 0.0
     min_speedup: float = 1.0
     strict: bool = False
+    error_tolerance: float = ERROR_TOLERANCE
 
     def __post_init__(self) -> None:
         for name in ("accuracy_tolerance", "min_accuracy"):
@@ -37,6 +44,11 @@ class GateConfig:
                     f"Invalid value for argument {name}: must be in [0, 1]. "
                     f"Received: {name}={value!r}"
                 )
+        if not self.error_tolerance >= 0.0:
+            raise ValueError(
+                "Invalid value for argument error_tolerance: must be >= 0. "
+                f"Received: error_tolerance={self.error_tolerance!r}"
+            )
         if not self.min_speedup >= 0.0:
             raise ValueError(
                 "Invalid value for argument min_speedup: must be >= 0. "

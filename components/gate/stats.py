@@ -299,3 +299,130 @@ def trimmed(values: list[float]) -> list[float]:
         return list(values)
     ordered = sorted(values)
     return ordered[1:-1]
+
+
+ERROR_TEST = (
+    "paired per-example absolute errors (seeds averaged per example): Student-t 95% interval "
+    "of their mean difference"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ErrorPairs:
+    """Two regression models' absolute errors on the same n examples, over one seed or several.
+
+    Each example's outcome is the mean over seeds of |candidate error| - |reference error|; the
+    examples are the independent units (n distinct examples, never seeds x n).
+
+    Attributes:
+        n: distinct examples.
+        seeds: seeds each example was scored under.
+        reference_mae: the reference's mean absolute error (in the label's units).
+        diff_mean: the mean per-example difference: candidate MAE minus reference MAE.
+        diff_sd: the per-example differences' standard deviation (ddof 1).
+    """
+
+    n: int
+    seeds: int
+    reference_mae: float
+    diff_mean: float
+    diff_sd: float
+
+    @classmethod
+    def from_errors(cls, candidate: np.ndarray, reference: np.ndarray) -> ErrorPairs:
+        """From absolute errors: shape (n,) for one seed, (seeds, n) for several."""
+        candidate = np.atleast_2d(np.asarray(candidate, np.float64))
+        reference = np.atleast_2d(np.asarray(reference, np.float64))
+        if candidate.shape != reference.shape:
+            raise ValueError(
+                "Invalid value for argument candidate: both models must be judged on the same "
+                f"examples. Received: {candidate.shape} vs {reference.shape}"
+            )
+        per_example = (candidate - reference).mean(axis=0)
+        n = per_example.size
+        return cls(
+            n=int(n),
+            seeds=int(candidate.shape[0]),
+            reference_mae=float(reference.mean()) if n else math.nan,
+            diff_mean=float(per_example.mean()) if n else math.nan,
+            diff_sd=float(per_example.std(ddof=1)) if n > 1 else 0.0,
+        )
+
+    @property
+    def candidate_mae(self) -> float:
+        return self.reference_mae + self.diff_mean
+
+    @property
+    def relative(self) -> float:
+        """The MAE change as a share of the reference's MAE (+0.02: 2% worse)."""
+        return self.diff_mean / self.reference_mae if self.reference_mae > 0 else math.inf
+
+    def to_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "candidate_mae": self.candidate_mae}
+
+
+def error_interval(p: ErrorPairs, level: float = 1 - ALPHA) -> tuple[float, float]:
+    """A `level` Student-t interval of the mean absolute error difference (label units)."""
+    if p.n < 2:
+        return (math.nan, math.nan)
+    from scipy.stats import t
+
+    half = float(t.ppf(1 - (1 - level) / 2, p.n - 1)) * p.diff_sd / math.sqrt(p.n)
+    return (p.diff_mean - half, p.diff_mean + half)
+
+
+def error_parity(p: ErrorPairs, tolerance: float, strict: bool = False, what: str = "AMP") -> dict:
+    """The outcome of "the candidate's mean absolute error is at most `tolerance` (a share of
+    the reference's MAE) above the reference's".
+
+    The estimate and interval are given as shares of the reference's MAE (the interval is the
+    label-unit interval divided by that measured MAE, taken as fixed).
+    - fail: the estimate is beyond +tolerance; a proven regression when the whole interval is;
+    - pass: the estimate is within it and the interval's upper bound is too;
+    - unproven otherwise; `strict` turns it into fail.
+    """
+    lo, hi = error_interval(p)
+    scale = p.reference_mae if p.reference_mae > 0 else math.nan
+    rel, rel_lo, rel_hi = p.relative, lo / scale, hi / scale
+    eps = 1e-12
+    on = f"n={p.n:,} examples" + (f" x {p.seeds} seeds" if p.seeds > 1 else "")
+    ci = f"95% CI {rel_lo:+.2%} to {rel_hi:+.2%}"
+    maes = f"MAE {p.candidate_mae:.4g} vs {p.reference_mae:.4g}"
+    if p.n < 2 or not math.isfinite(rel):
+        outcome = FAIL
+        reason = f"no evidence: {what} errors measured on {p.n} examples ({maes})"
+    elif rel > tolerance + eps:
+        outcome = FAIL
+        proven = "a proven regression" if rel_lo > tolerance + eps else "the estimate itself"
+        reason = (
+            f"{what} raises the mean absolute error by {rel:+.2%} ({maes}, {ci}, {on}): beyond "
+            f"the {tolerance:.2%} tolerance ({proven})"
+        )
+    elif rel_hi <= tolerance + eps:
+        outcome = PASS
+        reason = (
+            f"{what} changes the mean absolute error by {rel:+.2%} ({maes}, {ci}, {on}): within "
+            f"the {tolerance:.2%} tolerance"
+        )
+    else:
+        outcome = FAIL if strict else UNPROVEN
+        reason = (
+            f"parity not proven at n={p.n:,}: {what} changes the mean absolute error by "
+            f"{rel:+.2%} ({maes}, {ci}), within the {tolerance:.2%} tolerance, but the interval "
+            "reaches past it"
+            + (
+                " (--parity strict: rejected)"
+                if strict
+                else " (promoted by default; --parity strict rejects)"
+            )
+        )
+    return {
+        "estimate": rel,
+        "interval": [rel_lo, rel_hi],
+        "n": p.n,
+        "seeds": p.seeds,
+        "test": ERROR_TEST,
+        "outcome": outcome,
+        "reason": reason,
+        "mae": {"candidate": p.candidate_mae, "reference": p.reference_mae},
+    }

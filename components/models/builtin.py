@@ -1,5 +1,6 @@
 """Keras 3 models. Each takes the Transform output `x` (a flat float vector) and returns class
-probabilities. The last Dense layer and the softmax run in float32 under every policy.
+probabilities, or for a regression label (`num_classes` 0) one linear value, the standardised
+label. The last Dense layer (and the softmax) run in float32 under every policy.
 
 `bert` is a BERT-style encoder over the text features' token ids in `x` (written here rather
 than taken from keras-hub: docs/ARCHITECTURE.md says why), with the mixed-precision hazards
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import keras
 
-from core.names import BERT_SIZE_NAMES, PROBABILITIES
+from core.names import BERT_SIZE_NAMES, PREDICTIONS, PROBABILITIES
 
 MODEL_NAMES = ("bert", "cnn", "mlp", "resnet50", "transformer")
 # (layers, hidden width, attention heads); base is BERT-base's shape.
@@ -21,6 +22,10 @@ BERT_SIZES = dict(
 
 
 def _head(x, num_classes: int):
+    """Class probabilities, or for regression (`num_classes` 0) one float32 linear output."""
+    if num_classes == 0:
+        # float32: a bfloat16 output holds 3 significant digits of the standardised label.
+        return keras.layers.Dense(1, dtype="float32", name=PREDICTIONS)(x)
     # float32 logits and softmax: bfloat16/float16 softmax loses the small probabilities.
     logits = keras.layers.Dense(num_classes, dtype="float32", name="logits")(x)
     return keras.layers.Activation("softmax", dtype="float32", name=PROBABILITIES)(logits)

@@ -3,7 +3,9 @@
 The module is a `.py` file or an importable module that defines:
 
 - `build_model(spec: ModelSpec) -> keras.Model` (required): takes `x`, a `[batch,
-  spec.input_width]` float32 tensor, and returns class probabilities `[batch, spec.num_classes]`.
+  spec.input_width]` float32 tensor, and returns class probabilities `[batch, spec.num_classes]`
+  (for a regression label, `spec.task == "regression"`: one linear value `[batch, 1]`, the label
+  standardised; keep that last layer in float32).
   It must not set a dtype policy: the pipeline applies the precision policy around the call.
 - `preprocessing_fn(inputs) -> dict` (optional): a TensorFlow Transform function that replaces
   the built-in one. It returns at least `x`, the model input; the pipeline adds the label.
@@ -42,7 +44,8 @@ class ModelSpec:
         feature_names: the raw features `x` is made of, in order.
         feature_slices: (name, start, stop) of each raw feature's columns in `x`; empty when a
             user preprocessing_fn makes `x`.
-        num_classes: number of classes; the model returns this many probabilities.
+        num_classes: number of classes; the model returns this many probabilities. 0 for a
+            regression label: the model returns one value per example.
         class_names: the classes' names, in class-id order (labels are class ids).
         image_shape: (height, width, channels) when `x` is a flattened image, else None.
         text_features: the text features among `feature_names`; each one's slice of `x` holds
@@ -51,6 +54,7 @@ class ModelSpec:
             exactly only up to 256.
         vocab_size: the largest vocabulary of a text feature; ids are below vocab_size + 2.
         max_tokens: token ids per text feature.
+        task: "classification" or "regression" (the label standardised: mean 0, std 1).
     """
 
     input_width: int
@@ -62,6 +66,12 @@ class ModelSpec:
     text_features: tuple[str, ...] = ()
     vocab_size: int = 0
     max_tokens: int = 0
+    task: str = "classification"
+
+    @property
+    def output_width(self) -> int:
+        """Values the model returns per example: one per class, or 1 for regression."""
+        return self.num_classes or 1
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -210,7 +220,7 @@ def call_hook(ref: ModuleRef, module: ModuleType, name: str, *args):
 
 
 def build(ref: ModuleRef, module: ModuleType, spec: ModelSpec):
-    """`build_model(spec)`, checked: a keras.Model with one output of `num_classes` values.
+    """`build_model(spec)`, checked: a keras.Model with one output of `spec.output_width` values.
 
     The model is built (its weights exist) when this returns.
 
@@ -242,11 +252,16 @@ def build(ref: ModuleRef, module: ModuleType, spec: ModelSpec):
             "one tensor of class probabilities"
         )
     shape = tuple(outputs.shape)
-    if len(shape) != 2 or shape[1] != spec.num_classes:
+    if len(shape) != 2 or shape[1] != spec.output_width:
+        what = (
+            "one value per example: the standardised regression label"
+            if not spec.num_classes
+            else f"one probability per class ({', '.join(spec.class_names[:5])}"
+            f"{', ...' if spec.num_classes > 5 else ''})"
+        )
         raise ModelModuleError(
             f"model module {ref.label}: the model's output has shape (batch, "
-            f"{', '.join(str(d) for d in shape[1:])}), expected (batch, {spec.num_classes}): "
-            f"one probability per class ({', '.join(spec.class_names[:5])}"
-            f"{', ...' if spec.num_classes > 5 else ''})"
+            f"{', '.join(str(d) for d in shape[1:])}), expected (batch, {spec.output_width}): "
+            f"{what}"
         )
     return model

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import resource
 from pathlib import Path
 
@@ -80,8 +81,16 @@ def make_optimizer(spec: TrainSpec):
     return optimizer
 
 
+def is_regression(spec: TrainSpec) -> bool:
+    from core.data_spec import REGRESSION
+
+    return spec.data_spec.get("task") == REGRESSION
+
+
 def make_loss(spec: TrainSpec):
-    """The module's `loss()` or sparse categorical cross-entropy on probabilities."""
+    """The module's `loss()`, else sparse categorical cross-entropy on probabilities, or for a
+    regression label the spec's `regression_loss` on the standardised label: mean squared
+    error, or Huber (delta 1: one standard deviation of the label)."""
     import keras
 
     from components.models import user_module as model_module
@@ -89,7 +98,22 @@ def make_loss(spec: TrainSpec):
     ref, module = user_module(spec)
     if module is not None and model_module.hook(module, "loss"):
         return model_module.call_hook(ref, module, "loss")
+    if is_regression(spec):
+        if spec.regression_loss == "huber":
+            return keras.losses.Huber(delta=1.0)
+        return keras.losses.MeanSquaredError()
     return keras.losses.SparseCategoricalCrossentropy()
+
+
+def train_metrics(spec: TrainSpec) -> list:
+    """What Keras reports while training: accuracy, or for regression the mean absolute error
+    of the standardised label (the gate's figures are in the label's units, from the served
+    model: `regression_metrics`)."""
+    import keras
+
+    if is_regression(spec):
+        return [keras.metrics.MeanAbsoluteError(name="mae")]
+    return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
 
 
 def learning_rate_of(optimizer) -> float:
@@ -183,9 +207,8 @@ def float32_rebuild(spec: TrainSpec, model):
 
 
 def compile_model(spec: TrainSpec, model, jit_compile: bool, strategy=None) -> None:
-    """Compiles `model` with the recipe's optimizer and loss, and accuracy (in `strategy`'s
+    """Compiles `model` with the recipe's optimizer and loss, and train_metrics (in `strategy`'s
     scope, when given)."""
-    import keras
 
     from components.training.distribution import scope
 
@@ -193,7 +216,7 @@ def compile_model(spec: TrainSpec, model, jit_compile: bool, strategy=None) -> N
         model.compile(
             optimizer=make_optimizer(spec),
             loss=make_loss(spec),
-            metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+            metrics=train_metrics(spec),
             jit_compile=jit_compile,
         )
 
@@ -255,14 +278,43 @@ def dataset_arrays(ds, max_rows: int) -> tuple:
     return np.concatenate(xs)[:max_rows], np.concatenate(ys)[:max_rows]
 
 
-def served_probabilities(saved_model_dir: str, x: np.ndarray, batch: int = 1024) -> np.ndarray:
-    """The probabilities the exported serving SavedModel itself gives the Transform output `x`
-    (its predict_features signature, read back from disk)."""
+def label_units(spec: TrainSpec, standardised: np.ndarray) -> np.ndarray:
+    """A regression label or prediction back in the label's own units (float64)."""
+    data = spec.data_spec
+    return np.asarray(standardised, np.float64) * data["label_std"] + data["label_mean"]
+
+
+def quality_text(figures: dict) -> str:
+    """'accuracy 0.9195', or for regression 'MAE 123.4, RMSE 150.2, R² 0.871' (label units)."""
+    if figures.get("accuracy") is not None:
+        return f"accuracy {figures['accuracy']:.4f}"
+    m = {"mae": math.nan, "rmse": math.nan, "r2": math.nan, **(figures.get("metrics") or {})}
+    return f"MAE {m['mae']:.4g}, RMSE {m['rmse']:.4g}, R² {m['r2']:.3f}"
+
+
+def regression_metrics(labels: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
+    """MAE, RMSE and R² of predictions against labels, both in the label's units."""
+    errors = np.asarray(predictions, np.float64) - labels
+    total = float(np.sum((labels - labels.mean()) ** 2)) if len(labels) else 0.0
+    return {
+        "mae": float(np.mean(np.abs(errors))),
+        "rmse": float(np.sqrt(np.mean(errors**2))),
+        "r2": 1.0 - float(np.sum(errors**2)) / total if total > 0 else float("nan"),
+    }
+
+
+def served_outputs(saved_model_dir: str, x: np.ndarray, batch: int = 1024) -> np.ndarray:
+    """The probabilities (for regression: the predictions, in the label's units) the exported
+    serving SavedModel itself gives the Transform output `x` (its predict_features signature,
+    read back from disk)."""
     import tensorflow as tf
 
     serve = tf.saved_model.load(saved_model_dir).signatures[names.FEATURES_SIGNATURE]
+    key = (
+        names.PREDICTIONS if names.PREDICTIONS in serve.structured_outputs else names.PROBABILITIES
+    )
     out = [
-        serve(x=tf.constant(x[i : i + batch], tf.float32))[names.PROBABILITIES].numpy()
+        serve(x=tf.constant(x[i : i + batch], tf.float32))[key].numpy()
         for i in range(0, len(x), batch)
     ]
     return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
@@ -287,8 +339,8 @@ def export_edge_models(spec: TrainSpec, model, train_ds, eval_x, eval_y) -> dict
         keras_dir,
         out,
         eval_x,
-        eval_y,
-        served_probabilities(spec.serving_model_dir, eval_x),
+        label_units(spec, eval_y) if data.regression else eval_y,
+        served_outputs(spec.serving_model_dir, eval_x),
         train_x,
         list(data.classes),
         {
@@ -304,6 +356,7 @@ def export_edge_models(spec: TrainSpec, model, train_ds, eval_x, eval_y) -> dict
         },
         variants=tuple(spec.tflite_variants),
         thresholds=ParityThresholds(spec.tflite_min_agreement, spec.tflite_max_int8_drop),
+        label_scale=(data.label_mean, data.label_std) if data.regression else None,
     )
 
 
@@ -451,7 +504,7 @@ def train_and_export(spec: TrainSpec, strategy=None) -> dict:
             spec.policy,
             spec.batch_size,
             mspec.input_width,
-            mspec.num_classes,
+            mspec.output_width,
         )
     timer, monitor = trained["timer"], trained["monitor"]
     figures = {
@@ -466,7 +519,8 @@ def train_and_export(spec: TrainSpec, strategy=None) -> dict:
         "batch_size": spec.batch_size,
         "threads": spec.intra_op_threads,
         "device": spec.device,
-        "accuracy": float(trained["results"]["accuracy"]),
+        "accuracy": (None if is_regression(spec) else float(trained["results"]["accuracy"])),
+        "metrics": seed_runs[0].get("metrics"),  # regression: MAE, RMSE, R² in label units
         "loss": float(trained["results"]["loss"]),
         **timer.summary(),
         "peak_memory_mb": trained["peak_mb"],
@@ -565,7 +619,9 @@ def export_checked(
 def predict_every_seed(spec: TrainSpec, xla, eval_x, eval_y, serving, trained, strategy):
     """The first seed's figures, every further seed trained the same way, and each seed's
     served predictions on the eval split written to `eval_predictions.npz` for the gate's
-    pairs: the per-seed figures, with their accuracy."""
+    pairs (class ids; for regression, values in the label's units): the per-seed figures, with
+    their accuracy (regression: `metrics`, MAE, RMSE and R² in the label's units, and accuracy
+    None)."""
     first = {
         "seed": spec.seed,
         **trained["timer"].summary(),
@@ -573,12 +629,17 @@ def predict_every_seed(spec: TrainSpec, xla, eval_x, eval_y, serving, trained, s
         "accuracy": None,
     }
     seed_runs, predictions = train_other_seeds(spec, xla, eval_x, serving, first, strategy)
+    regression = is_regression(spec)
+    labels = label_units(spec, eval_y) if regression else eval_y.astype(np.int64)
     for run, predicted in zip(seed_runs, predictions, strict=True):
-        run["accuracy"] = float(np.mean(predicted == eval_y))
+        if regression:
+            run["metrics"] = regression_metrics(labels, predicted)
+        else:
+            run["accuracy"] = float(np.mean(predicted == eval_y))
     np.savez_compressed(
         Path(spec.model_run_dir) / names.EVAL_PREDICTIONS,
-        labels=eval_y.astype(np.int64),
-        predictions=np.stack(predictions).astype(np.int64),
+        labels=labels,
+        predictions=np.stack(predictions).astype(np.float64 if regression else np.int64),
         seeds=np.array([r["seed"] for r in seed_runs], np.int64),
     )
     return seed_runs
@@ -587,8 +648,12 @@ def predict_every_seed(spec: TrainSpec, xla, eval_x, eval_y, serving, trained, s
 MAX_EVAL_EXAMPLES = 200_000  # eval examples the trainers predict for the gate's pairs
 
 
-def predicted_classes(model, x) -> np.ndarray:
-    return np.argmax(model.predict(x, batch_size=1024, verbose=0), axis=1)
+def predicted_answers(spec: TrainSpec, model, x) -> np.ndarray:
+    """The model's class ids for `x`, or for regression its predictions in the label's units."""
+    outputs = model.predict(x, batch_size=1024, verbose=0)
+    if is_regression(spec):
+        return label_units(spec, np.reshape(outputs, [-1]))
+    return np.argmax(outputs, axis=1)
 
 
 def train_other_seeds(spec: TrainSpec, xla: bool, eval_x, served, first: dict, strategy=None):
@@ -596,7 +661,7 @@ def train_other_seeds(spec: TrainSpec, xla: bool, eval_x, served, first: dict, s
     steps): ([figures per seed], [eval predictions per seed]), the first seed's given."""
     import dataclasses as dc
 
-    runs, predictions = [first], [predicted_classes(served, eval_x)]
+    runs, predictions = [first], [predicted_answers(spec, served, eval_x)]
     for seed in spec.seed_list[1:]:
         sub = dc.replace(spec, seed=seed)
         model, _ = build_fresh(sub, sub.policy, strategy)
@@ -615,7 +680,7 @@ def train_other_seeds(spec: TrainSpec, xla: bool, eval_x, served, first: dict, s
             }
         )
         served_model = float32_rebuild(sub, model) if sub.serving_precision == "float32" else model
-        predictions.append(predicted_classes(served_model, eval_x))
+        predictions.append(predicted_answers(sub, served_model, eval_x))
         logger.info("seed %d: %s", seed, runs[-1])
     return runs, predictions
 

@@ -34,6 +34,9 @@ RECIPE_FIELDS = (
 )
 
 
+REGRESSION_LOSSES = ("mse", "huber")
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainOptions:
     """How one trainer trains.
@@ -49,6 +52,7 @@ class TrainOptions:
         loss_scaling: dynamic loss scaling (LossScaleOptimizer).
         device: `cpu`, `gpu`, `tpu`, or `auto` (decided on the node).
         train_steps, eval_steps, batch_size, learning_rate: the training loop's.
+        regression_loss: `mse` or `huber`, for a regression label (on the standardised label).
         seed: the seed of the exported model (initial weights and data order).
         seeds: how many seeds to train (`seed`, `seed` + 1, ...); the gate judges all of them.
         loss_scale_initial, loss_scale_growth_interval: the dynamic loss scale's.
@@ -81,6 +85,7 @@ class TrainOptions:
     eval_steps: int = 20
     batch_size: int = 64
     learning_rate: float = 1e-3
+    regression_loss: str = "mse"
     seed: int = 42
     seeds: int = 1
     loss_scale_initial: float = 2.0**15
@@ -125,6 +130,12 @@ class TrainOptions:
                 "Invalid value for argument serving_precision: expected one of "
                 f"{', '.join(SERVING_PRECISIONS)}. "
                 f"Received: serving_precision={self.serving_precision!r}"
+            )
+        if self.regression_loss not in REGRESSION_LOSSES:
+            raise ValueError(
+                "Invalid value for argument regression_loss: expected one of "
+                f"{', '.join(REGRESSION_LOSSES)}. "
+                f"Received: regression_loss={self.regression_loss!r}"
             )
         if self.distribution not in DISTRIBUTIONS:
             raise ValueError(

@@ -13,7 +13,7 @@ from pathlib import Path
 from components.amp.loss_scale import LossScaleCollapse
 from components.models.user_module import ModelModuleError
 from components.training import distribution
-from components.training.job import TrainSpec, train_and_export
+from components.training.job import TrainSpec, quality_text, train_and_export
 from core.errors import EXIT_BAD_INPUT
 
 
@@ -44,9 +44,9 @@ def main(argv: list[str]) -> int:
         print(str(e), file=sys.stderr, flush=True)
         return EXIT_BAD_INPUT
     logging.info(
-        "policy=%s accuracy=%.4f examples/sec=%.1f",
+        "policy=%s %s examples/sec=%.1f",
         figures["policy"],
-        figures["accuracy"],
+        quality_text(figures),
         figures["examples_per_sec"],
     )
     return 0

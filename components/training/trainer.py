@@ -159,9 +159,11 @@ def run_fn(fn_args) -> None:
     if report is not None:  # the figures carry the choice and its evidence
         figures["autotune"] = report
         (Path(spec.model_run_dir) / names.FIGURES_JSON).write_text(json.dumps(figures, indent=2))
+    from components.training.job import quality_text
+
     logger.info(
-        "Trained %s: accuracy %.4f, %.1f examples/sec",
+        "Trained %s: %s, %.1f examples/sec",
         spec.policy,
-        figures["accuracy"],
+        quality_text(figures),
         figures["examples_per_sec"],
     )

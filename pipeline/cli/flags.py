@@ -13,6 +13,7 @@ from components.data.inspection import AUTO_MAX_CLASSES, TASKS, CsvOptions
 from components.training.distribution import DISTRIBUTIONS
 from components.training.options import (
     RECIPE_FIELDS,
+    REGRESSION_LOSSES,
     SERVING_PRECISIONS,
     TFLITE_VARIANTS,
     TrainOptions,
@@ -69,6 +70,13 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
         help="largest accuracy drop of AMP vs fp32 that still promotes (default: %(default)s)",
     )
     p.add_argument(
+        "--error-tolerance",
+        type=argtypes.non_negative,
+        default=DEFAULTS.error_tolerance,
+        help="regression labels: largest rise of the mean absolute error of AMP vs fp32 (and "
+        "vs production), as a share of fp32's, that still promotes (default: %(default)s: 2%%)",
+    )
+    p.add_argument(
         "--min-speedup",
         type=argtypes.non_negative,
         default=DEFAULTS.min_speedup,
@@ -112,6 +120,13 @@ def add_training_flags(p: argparse.ArgumentParser) -> None:
         type=argtypes.positive_float,
         default=TRAIN.learning_rate,
         help="Adam learning rate of both trainers (default: %(default)s)",
+    )
+    p.add_argument(
+        "--regression-loss",
+        choices=REGRESSION_LOSSES,
+        default=TRAIN.regression_loss,
+        help="loss of a regression label, on the label standardised: mean squared error, or "
+        "Huber for labels with outliers (default: %(default)s)",
     )
     p.add_argument("--seed", type=int, default=TRAIN.seed, help="(default: %(default)s)")
     p.add_argument(

@@ -32,6 +32,14 @@ def seeds_lines(summary: dict) -> list[str]:
     lines = []
     for pair in seeds["pairs"]:
         s = pair["seed"]
+        if "diff_mean" in pair:  # regression: MAE per seed, its change a share of fp32's
+            f_mae = (fp32.get(s, {}).get("metrics") or {}).get("mae")
+            a_mae = (amp.get(s, {}).get("metrics") or {}).get("mae")
+            lines.append(
+                f"  seed {s:<6} fp32 MAE {number(f_mae, '.4g')}  amp MAE {number(a_mae, '.4g')}"
+                f"  change {pair['delta']:+.2%} (n={pair['n']})"
+            )
+            continue
         lines.append(
             f"  seed {s:<6} fp32 {number(fp32.get(s, {}).get('accuracy'), '.4f')}  amp "
             f"{number(amp.get(s, {}).get('accuracy'), '.4f')}  change {pair['delta']:+.4f} "
@@ -78,13 +86,42 @@ def _steps(trainer: dict) -> str:
     return f"{number(t['p50'], '.1f')}/{number(t['p90'], '.1f')}"
 
 
+def quality_rows(summary: dict) -> list[tuple[str, str, str]]:
+    """Accuracy and its interval, or for a regression label MAE, RMSE and R² (label units)."""
+    fp32, amp = summary["fp32"], summary["amp"]
+    if summary.get("task") == "regression":
+        f, a = fp32.get("metrics") or {}, amp.get("metrics") or {}
+        return [
+            ("MAE (eval)", number(f.get("mae"), ".4g"), number(a.get("mae"), ".4g")),
+            ("RMSE (eval)", number(f.get("rmse"), ".4g"), number(a.get("rmse"), ".4g")),
+            ("R² (eval)", number(f.get("r2"), ".4f"), number(a.get("r2"), ".4f")),
+        ]
+    return [
+        ("accuracy (eval)", number(fp32["accuracy"], ".4f"), number(amp["accuracy"], ".4f")),
+        ("  95% interval", _interval(fp32, summary), _interval(amp, summary)),
+    ]
+
+
+def tflite_line(name: str, v: dict) -> str:
+    if not v.get("converted"):
+        return f"  tflite       {name:<13} FAILED: {v['error']}"
+    quality = (
+        f"MAE {v['mae']:.4g}  max diff {v['max_abs_diff']:.3g} ({v['max_rel_diff']:.2%})"
+        if "mae" in v
+        else f"accuracy {v['accuracy']:.4f}  agreement {v['agreement']:.4f}"
+    )
+    return (
+        f"  tflite       {name:<13} {v['size_bytes'] / 1024:8.1f} KiB  {quality}  "
+        f"{v['latency_ms']:.3f} ms/example"
+    )
+
+
 def format_table(summary: dict) -> str:
     """The short table printed at the end of `amp-pipeline run`."""
     fp32, amp = summary["fp32"], summary["amp"]
     rows = [
         ("", "fp32", f"amp ({summary['policy']})"),
-        ("accuracy (eval)", number(fp32["accuracy"], ".4f"), number(amp["accuracy"], ".4f")),
-        ("  95% interval", _interval(fp32, summary), _interval(amp, summary)),
+        *quality_rows(summary),
         (
             "examples/sec",
             number(fp32["examples_per_sec"], ",.0f"),
@@ -138,14 +175,7 @@ def format_table(summary: dict) -> str:
         mark = marks.get(rule.get("outcome"), "pass" if rule["passed"] else "FAIL")
         lines.append(f"    {mark:<8} {rule['name']:<22} {rule['detail']}")
     for name, v in summary["exports"].get("tflite", {}).items():
-        if v.get("converted"):
-            lines.append(
-                f"  tflite       {name:<13} {v['size_bytes'] / 1024:8.1f} KiB  "
-                f"accuracy {v['accuracy']:.4f}  agreement {v['agreement']:.4f}  "
-                f"{v['latency_ms']:.3f} ms/example"
-            )
-        else:
-            lines.append(f"  tflite       {name:<13} FAILED: {v['error']}")
+        lines.append(tflite_line(name, v))
     if summary.get("already_in_production"):
         lines.append(
             f"  pushed       nothing new: this model is already in production at "

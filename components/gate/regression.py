@@ -1,0 +1,121 @@
+"""The promotion gate's rules for a regression label: absolute errors, paired per example.
+
+- `error_parity`: the AMP model's mean absolute error (MAE) may be at most `error_tolerance` (a
+  share of float32's MAE, 2% by default) above its float32 twin's, on the per-example paired
+  errors of every seed (components/gate/stats.py::error_parity);
+- `beats_mean`: the AMP model's MAE must be below that of always answering the label's mean
+  (DataSpec.label_mean, over every row the input check read): a model no better than that is
+  useless however close to its twin it is;
+- `production_regression`: at most `error_tolerance` above the production model's MAE;
+- `min_speedup`, `serving_infra` and the tokenizer rule as for classes (components/gate/rules.py);
+- one rule per TFLite variant: its MAE at most a share of the SavedModel's above it, the shares
+  being the classification thresholds read for errors (float32/float16: 1 - min_agreement,
+  0.5%; int8: max_int8_accuracy_drop, 1%).
+"""
+
+from __future__ import annotations
+
+import math
+
+from components.gate import stats as gate_stats
+from components.gate.rules import GateConfig, Measurements, Rule, from_evidence, min_speedup
+
+
+def error_parity(pairs: gate_stats.ErrorPairs, cfg: GateConfig) -> Rule:
+    evidence = gate_stats.error_parity(pairs, cfg.error_tolerance, cfg.strict, "AMP")
+    return from_evidence("error_parity", evidence, cfg.error_tolerance)
+
+
+def beats_mean(pairs: gate_stats.ErrorPairs | None, mean: float) -> Rule:
+    """The point estimate decides (the AMP model's MAE strictly below the baseline's); the
+    interval is reported."""
+    if pairs is None or pairs.n == 0:
+        return Rule("beats_mean", None, 0.0, False, "no eval predictions to compare")
+    lo, hi = gate_stats.error_interval(pairs)
+    scale = pairs.reference_mae if pairs.reference_mae > 0 else math.nan
+    passed = math.isfinite(pairs.diff_mean) and pairs.diff_mean < 0
+    return Rule(
+        "beats_mean",
+        pairs.relative,
+        0.0,
+        passed,
+        f"AMP mean absolute error {pairs.candidate_mae:.4g} vs {pairs.reference_mae:.4g} for "
+        f"always predicting the mean ({mean:.4g}): {pairs.relative:+.2%}; a model must do "
+        "better than that",
+        interval=(lo / scale, hi / scale),
+        n=pairs.n,
+        seeds=pairs.seeds,
+        test=gate_stats.ERROR_TEST,
+    )
+
+
+def production_regression(pairs: gate_stats.ErrorPairs | None, cfg: GateConfig) -> Rule:
+    if pairs is None:
+        return Rule(
+            "production_regression",
+            None,
+            cfg.error_tolerance,
+            True,
+            "no model in production yet (first push): nothing to regress against",
+            skipped=True,
+        )
+    evidence = gate_stats.error_parity(pairs, cfg.error_tolerance, cfg.strict, "AMP vs production")
+    return from_evidence("production_regression", evidence, cfg.error_tolerance)
+
+
+def tflite_rules(report: dict, strict: bool = False) -> tuple[Rule, ...]:
+    """One rule per TFLite variant: its absolute errors paired with the SavedModel's."""
+    thresholds = report.get("thresholds", {})
+    rules = []
+    for variant, r in report.get("variants", {}).items():
+        int8 = variant in ("int8", "dynamic_int8")
+        tolerance = (
+            thresholds.get("max_int8_accuracy_drop", 0.01)
+            if int8
+            else 1.0 - thresholds.get("min_agreement", 0.995)
+        )
+        name = f"tflite_{variant}"
+        if not r["converted"]:
+            rules.append(Rule(name, None, tolerance, False, f"conversion failed: {r['error']}"))
+            continue
+        pairs = gate_stats.ErrorPairs(
+            n=r["n"],
+            seeds=1,
+            reference_mae=r["reference_mae"],
+            diff_mean=r["error_diff_mean"],
+            diff_sd=r["error_diff_sd"],
+        )
+        evidence = gate_stats.error_parity(pairs, tolerance, strict, f"{variant} TFLite")
+        evidence["reason"] += (
+            f"; predictions differ from the SavedModel's by at most {r['max_abs_diff']:.4g} "
+            f"({r['max_rel_diff']:.2%})"
+        )
+        rules.append(from_evidence(name, evidence, tolerance))
+    return tuple(rules)
+
+
+def decide(
+    parity: gate_stats.ErrorPairs,
+    baseline: gate_stats.ErrorPairs | None,
+    label_mean: float,
+    production: gate_stats.ErrorPairs | None,
+    speed: Measurements,
+    cfg: GateConfig,
+    extra: tuple[Rule, ...] = (),
+) -> dict:
+    """Every rule's outcome and the decision: promoted only if every rule passed. `speed` is
+    read by min_speedup only (throughputs, policy, side-by-side result)."""
+    rules = [
+        error_parity(parity, cfg),
+        beats_mean(baseline, label_mean),
+        production_regression(production, cfg),
+        min_speedup(speed, cfg),
+        *extra,
+    ]
+    passed = all(r.passed for r in rules)
+    return {
+        "passed": passed,
+        "decision": "promoted" if passed else "rejected",
+        "failed": [r.name for r in rules if not r.passed],
+        "rules": [r.to_dict() for r in rules],
+    }
