@@ -293,6 +293,12 @@ def write_header(terminal, config: RunConfig, data, recipe) -> None:
             "would put its token ids on 256 levels (float32, float16 and dynamic_int8 "
             "are built)\n"
         )
+    elif data.regression and "int8" in config.train.tflite_variants:
+        terminal.write(
+            "  note: no int8 TFLite variant for a regression label: full-integer quantization "
+            "puts the answer on 256 levels and clips unseen inputs (float32, float16 and "
+            "dynamic_int8 are built)\n"
+        )
 
 
 def local_pipeline(config: RunConfig, data, amp: TrainOptions, module_ref=None):

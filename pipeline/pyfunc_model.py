@@ -1,4 +1,5 @@
-"""The served SavedModel as an MLflow pyfunc model: a DataFrame of raw features in, classes out."""
+"""The served SavedModel as an MLflow pyfunc model: a DataFrame of raw features in, classes out
+(or, for a regression label, its predictions in the label's units)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ class ServingModel(mlflow.pyfunc.PythonModel):
             for name, spec in self._specs.items()
         }
         out = self._fn(**features)
+        if names.PREDICTIONS in out:  # a regression label: one column, in the label's units
+            return pd.DataFrame({names.PREDICTIONS: out[names.PREDICTIONS].numpy()})
         probs = out[names.PROBABILITIES].numpy()
         frame = pd.DataFrame(probs, columns=[f"p_{i}" for i in range(probs.shape[1])])
         frame.insert(0, "class_id", out[names.CLASS_IDS].numpy())

@@ -153,8 +153,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         )
         if args.protocol == "grpc":
             out = client.predict(args.model, arrays, args.signature, args.version)
-            classes = [c.decode() if isinstance(c, bytes) else str(c) for c in out["classes"]]
-            probs = out[names.PROBABILITIES].tolist()
+            out = {k: v.tolist() for k, v in out.items()}
         else:
             columns = {
                 k: [v.decode() if isinstance(v, bytes) else v for v in a.tolist()]
@@ -163,7 +162,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
             out = client.rest_predict(
                 args.model, inputs=columns, signature=args.signature, version=args.version
             )["outputs"]
-            classes, probs = out[names.CLASSES], out[names.PROBABILITIES]
+            # A regression model's one output comes back bare, not by name.
+            out = out if isinstance(out, dict) else {names.PREDICTIONS: out}
     except InputError as e:
         print(f"amp-pipeline: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -173,8 +173,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
     finally:
         client.close()
     print(f"model {args.model} version {version} ({args.protocol})")
+    if names.PREDICTIONS in out:
+        print("row  prediction")
+        for i, value in enumerate(out[names.PREDICTIONS]):
+            print(f"{i:>3}  {float(value):.6g}")
+        return 0
+    classes = [c.decode() if isinstance(c, bytes) else str(c) for c in out[names.CLASSES]]
     print("row  class  probability")
-    for i, (c, p) in enumerate(zip(classes, probs, strict=True)):
+    for i, (c, p) in enumerate(zip(classes, out[names.PROBABILITIES], strict=True)):
         print(f"{i:>3}  {c:<5}  {max(p):.4f}")
     return 0
 

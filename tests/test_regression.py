@@ -1,0 +1,170 @@
+"""A regression label's pieces, alone: the error statistics (coverage by simulation), the gate's
+regression rules, the label's standardisation, the model contract and what the run prints."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from components.gate import regression
+from components.gate import stats as gate_stats
+from components.gate.rules import GateConfig, Measurements
+
+
+def pairs_with(diff: np.ndarray, reference: np.ndarray) -> gate_stats.ErrorPairs:
+    return gate_stats.ErrorPairs.from_errors(reference + diff, reference)
+
+
+@pytest.mark.parametrize("n", [60, 400])
+def test_the_error_interval_covers_the_true_difference_95_times_in_100(n):
+    """Per-example differences of absolute errors are skewed (an exponential, shifted to a
+    known mean): the Student-t interval still covers that mean at least 93% of the time."""
+    rng = np.random.default_rng(7)
+    true_diff, trials, covered = 0.05, 2000, 0
+    for _ in range(trials):
+        reference = rng.exponential(1.0, n)
+        diff = true_diff + 0.4 * (rng.exponential(1.0, n) - 1.0)
+        lo, hi = gate_stats.error_interval(pairs_with(diff, reference))
+        covered += lo <= true_diff <= hi
+    assert covered / trials >= 0.93, covered / trials
+
+
+def test_seeds_average_per_example_and_never_multiply_n():
+    rng = np.random.default_rng(0)
+    reference = rng.exponential(1.0, (3, 200))
+    candidate = reference + rng.normal(0.0, 0.1, (3, 200))
+    p = gate_stats.ErrorPairs.from_errors(candidate, reference)
+    assert p.n == 200 and p.seeds == 3
+    per_example = (candidate - reference).mean(axis=0)
+    assert p.diff_mean == pytest.approx(per_example.mean())
+    assert p.diff_sd == pytest.approx(per_example.std(ddof=1))
+
+
+def test_error_parity_fails_closed_on_its_estimate_and_says_when_unproven():
+    # 3% worse against a 2% tolerance (MAE 10.3 vs 10.0), with an interval wide enough to
+    # reach below it: rejected on the estimate.
+    worse = gate_stats.ErrorPairs(n=50, seeds=1, reference_mae=10.0, diff_mean=0.3, diff_sd=3.0)
+    outcome = gate_stats.error_parity(worse, 0.02)
+    assert outcome["interval"][0] < 0.02 < outcome["estimate"]
+    assert outcome["outcome"] == "fail" and "beyond the 2.00% tolerance" in outcome["reason"]
+    # 1% worse, the interval reaching past 2%: not proven, promoted unless strict.
+    close = gate_stats.ErrorPairs(n=50, seeds=1, reference_mae=10.0, diff_mean=0.1, diff_sd=3.0)
+    assert gate_stats.error_parity(close, 0.02)["outcome"] == "unproven"
+    assert gate_stats.error_parity(close, 0.02, strict=True)["outcome"] == "fail"
+    reference = np.full(50, 10.0)
+    rng = np.random.default_rng(1)
+    # Better on every example: passes, and the interval is reported as shares of the MAE.
+    better = pairs_with(np.full(50, -0.5) + rng.normal(0, 0.01, 50), reference)
+    passed = gate_stats.error_parity(better, 0.02)
+    assert passed["outcome"] == "pass"
+    assert passed["interval"][0] < passed["estimate"] < passed["interval"][1] < 0
+
+
+def speed_only(policy: str = "float32") -> Measurements:
+    return Measurements(float("nan"), float("nan"), None, 100.0, 100.0, policy)
+
+
+def test_a_model_no_better_than_the_mean_is_rejected_however_close_its_twin():
+    labels = np.linspace(0, 10, 100)
+    mean_error = np.abs(labels - labels.mean())
+    same_as_mean = gate_stats.ErrorPairs.from_errors(mean_error, mean_error)
+    twins = gate_stats.ErrorPairs.from_errors(mean_error, mean_error)
+    decision = regression.decide(
+        twins, same_as_mean, float(labels.mean()), None, speed_only(), GateConfig()
+    )
+    assert decision["decision"] == "rejected" and decision["failed"] == ["beats_mean"]
+    rules = {r["name"]: r for r in decision["rules"]}
+    assert rules["production_regression"]["outcome"] == "skipped"
+    assert rules["error_parity"]["outcome"] == "pass"  # identical twins: no change at all
+
+
+def test_production_is_judged_with_the_same_tolerance_on_its_own_mae():
+    reference = np.full(400, 2.0)
+    rng = np.random.default_rng(3)
+    worse = pairs_with(0.2 + rng.normal(0, 0.05, 400), reference)  # 10% above production
+    good = pairs_with(rng.normal(-0.01, 0.05, 400), reference)
+    decision = regression.decide(
+        good, pairs_with(np.full(400, -1.0), reference), 0.0, worse, speed_only(), GateConfig()
+    )
+    assert decision["failed"] == ["production_regression"]
+    (rule,) = [r for r in decision["rules"] if r["name"] == "production_regression"]
+    assert "AMP vs production raises the mean absolute error by +10" in rule["detail"]
+
+
+def test_tflite_variants_are_judged_on_their_paired_errors():
+    report = {
+        "thresholds": {"min_agreement": 0.995, "max_int8_accuracy_drop": 0.01},
+        "variants": {
+            "float32": {
+                "converted": True, "n": 300, "reference_mae": 5.0, "error_diff_mean": 0.0,
+                "error_diff_sd": 1e-6, "max_abs_diff": 1e-5, "max_rel_diff": 1e-6,
+            },
+            "int8": {
+                "converted": True, "n": 300, "reference_mae": 5.0, "error_diff_mean": 0.25,
+                "error_diff_sd": 0.5, "max_abs_diff": 3.0, "max_rel_diff": 0.4,
+            },
+            "float16": {"converted": False, "error": "boom"},
+        },
+    }  # fmt: skip
+    rules = {r.name: r for r in regression.tflite_rules(report)}
+    assert rules["tflite_float32"].passed and rules["tflite_float32"].threshold == pytest.approx(
+        0.005
+    )
+    assert not rules["tflite_int8"].passed and "at most 3" in rules["tflite_int8"].detail
+    assert not rules["tflite_float16"].passed and "boom" in rules["tflite_float16"].detail
+
+
+def test_the_label_is_standardised_with_the_data_specs_figures():
+    import tensorflow as tf
+
+    from components.data.preprocessing import standardized_label
+    from core.data_spec import REGRESSION, DataSpec
+
+    spec = DataSpec(
+        source="t.csv", format="csv", input_base=".", input_pattern="*.csv", label="price",
+        label_kind="float", classes=(), numeric_features=(("x", 1),), rows=3,
+        task=REGRESSION, label_mean=100.0, label_std=20.0,
+    )  # fmt: skip
+    z = standardized_label(tf.constant([[80], [100], [150]], tf.int64), spec)
+    np.testing.assert_allclose(z.numpy(), [-1.0, 0.0, 2.5])
+
+
+def test_a_module_model_for_a_regression_label_must_return_one_value():
+    import keras
+
+    from components.models import user_module
+    from components.models.user_module import ModelModuleError, ModelSpec, ModuleRef
+
+    spec = ModelSpec(input_width=4, feature_names=("a",), num_classes=0, class_names=(),
+                     task="regression")  # fmt: skip
+
+    class Module:
+        @staticmethod
+        def build_model(s):
+            inputs = keras.Input((s.input_width,))
+            return keras.Model(inputs, keras.layers.Dense(3)(inputs))
+
+    ref = ModuleRef(ref="m.py")
+    with pytest.raises(ModelModuleError, match=r"expected \(batch, 1\): one value per example"):
+        user_module.build(ref, Module, spec)
+
+
+def test_the_table_and_report_show_errors_not_accuracy():
+    from pipeline.cli.table import quality_rows, tflite_line
+    from pipeline.report import quality_line
+
+    summary = {
+        "task": "regression",
+        "mae_change": -0.0323,
+        "fp32": {"accuracy": None, "metrics": {"mae": 173.7, "rmse": 212.4, "r2": 0.9497}},
+        "amp": {"accuracy": None, "metrics": {"mae": 168.1, "rmse": 208.0, "r2": 0.9518}},
+    }
+    rows = {r[0]: r[1:] for r in quality_rows(summary)}
+    assert rows["MAE (eval)"] == ("173.7", "168.1") and rows["R² (eval)"] == ("0.9497", "0.9518")
+    assert "MAE fp32 173.7, amp 168.1 (change -3.23% of fp32's)" in quality_line(summary)
+    line = tflite_line(
+        "int8",
+        {"converted": True, "size_bytes": 2048, "mae": 167.9, "max_abs_diff": 29.3,
+         "max_rel_diff": 0.0505, "latency_ms": 0.015},
+    )  # fmt: skip
+    assert "MAE 167.9  max diff 29.3 (5.05%)" in line

@@ -1,0 +1,162 @@
+"""A price CSV from `amp-pipeline run` to a gate decision on the right task: the label detected
+as a regression target, trained standardised, gated on paired absolute errors, served in its own
+units over gRPC and REST, TFLite parity recorded, and a second run judged against production."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from benchmarks.serving_load import stop_server, wait_ready
+from serving.client import ClientConfig
+from tests.conftest import ROOT, clean_env, run_cli
+from tests.helpers import CHEAP, csv_rows, free_port, write_csv
+
+pytestmark = pytest.mark.e2e
+MODEL = "gems"
+EFFECT = {"Fair": -300.0, "Good": 0.0, "Ideal": 400.0}
+
+
+def gem_rows(n: int, seed: int = 0) -> list[dict[str, str]]:
+    """Prices in the thousands: linear in two numbers and a cut, plus noise (sd 150)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(n):
+        carat, depth = rng.normal(), rng.normal()
+        cut = str(rng.choice(list(EFFECT)))
+        price = 3000 + 800 * carat - 500 * depth + EFFECT[cut] + rng.normal(0, 150)
+        rows.append(
+            {"carat": f"{carat:.3f}", "depth": f"{depth:.3f}", "cut": cut, "price": f"{price:.0f}"}
+        )
+    return rows
+
+
+@pytest.fixture(scope="module")
+def gems_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gems")
+    data = write_csv(root / "gems.csv", gem_rows(1500))
+    out = root / "out"
+    result = run_cli(
+        "run", "--data", str(data), "--label", "price", "--output", str(out),
+        "--train-steps", "200", "--tflite", "float32,dynamic_int8,int8", "--speed-rounds", "0",
+        "--min-speedup", "0",
+    )  # fmt: skip
+    return data, out, result
+
+
+def test_a_price_label_is_trained_as_regression_and_gated_on_its_errors(gems_run):
+    data, out, result = gems_run
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "regression, " in result.stdout.splitlines()[0]  # the header names the task
+    assert "is a regression target (--task auto" in result.stdout
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert summary["task"] == "regression" and summary["status"] == "promoted"
+    assert summary["amp"]["accuracy"] is None
+    for twin in ("fp32", "amp"):
+        m = summary[twin]["metrics"]
+        # Noise sd 150 on a label of sd ~1000: a fitted model explains most of it.
+        assert m["r2"] > 0.8 and m["mae"] < 400, (twin, m)
+    rules = {r["name"]: r for r in summary["gate"]["rules"]}
+    assert rules["error_parity"]["outcome"] in ("pass", "unproven")
+    assert rules["error_parity"]["n"] > 250 and rules["error_parity"]["threshold"] == 0.02
+    assert rules["beats_mean"]["passed"] and rules["beats_mean"]["value"] < -0.5
+    assert rules["production_regression"]["outcome"] == "skipped"
+    assert "accuracy_parity" not in rules and "min_accuracy" not in rules
+    assert "error_parity" in result.stdout and "MAE (eval)" in result.stdout
+    decision_md = (out / "decision.md").read_text()
+    assert "| error_parity |" in decision_md and "| beats_mean |" in decision_md
+    report = (out / "report.md").read_text()
+    assert "- Error (label units): MAE fp32" in report and "predicted_vs_actual.png" in report
+    assert (out / "predicted_vs_actual.png").stat().st_size > 0
+    # TFLite: the variants' predictions against the SavedModel's, in the label's units.
+    # No full-integer int8 for a regression value, even when asked: the header says why.
+    assert "no int8 TFLite variant for a regression label" in result.stdout
+    tflite = summary["exports"]["tflite"]
+    assert set(tflite) == {"float32", "dynamic_int8"}
+    assert tflite["float32"]["max_rel_diff"] < 1e-4 and rules["tflite_float32"]["passed"]
+    assert tflite["dynamic_int8"]["max_abs_diff"] > 0 and "tflite_dynamic_int8" in rules
+    pushed = summary["exports"]["saved_model"]
+    sidecar = json.loads(next((ROOT / pushed).glob("tflite/model_float32.json")).read_text())
+    assert sidecar["output"]["label_std"] > 0 and "label_std" in sidecar["output"]["to_label_units"]
+    # MLflow has the errors.
+    from mlflow import MlflowClient
+
+    run = MlflowClient(summary["mlflow"]["tracking_uri"]).get_run(summary["mlflow"]["run_id"])
+    assert run.data.metrics["amp_mae"] == pytest.approx(summary["amp"]["metrics"]["mae"])
+    assert "amp_r2" in run.data.metrics and "mae_change" in run.data.metrics
+
+
+def test_the_pushed_model_answers_prices_over_grpc_and_rest(gems_run, tmp_path):
+    import tensorflow as tf
+
+    data, out, result = gems_run
+    assert result.returncode == 0
+    rows = csv_rows(data)[:12]
+    request = write_csv(tmp_path / "rows.csv", [{k: r[k] for k in r if k != "price"} for r in rows])
+    grpc_port, rest_port = free_port(), free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable, "-m", "pipeline.cli", "serve",
+            "--model-dir", str(out / "serving" / MODEL),
+            "--grpc-port", str(grpc_port), "--rest-port", str(rest_port),
+        ],
+        cwd=ROOT, env=clean_env(), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_ready(ClientConfig(grpc_port=grpc_port, rest_port=rest_port), server, MODEL)
+        answers = {
+            protocol: run_cli(
+                "predict",
+                "--model",
+                MODEL,
+                "--csv",
+                str(request),
+                "--protocol",
+                protocol,
+                "--grpc-port",
+                str(grpc_port),
+                "--rest-port",
+                str(rest_port),
+            )  # fmt: skip
+            for protocol in ("grpc", "rest")
+        }
+    finally:
+        stop_server(server)
+    pushed = json.loads((out / "run_summary.json").read_text())["exports"]["saved_model"]
+    want = (
+        tf.saved_model.load(pushed)
+        .signatures["predict_raw"](
+            carat=tf.constant([float(r["carat"]) for r in rows]),
+            depth=tf.constant([float(r["depth"]) for r in rows]),
+            cut=tf.constant([r["cut"] for r in rows]),
+        )["predictions"]
+        .numpy()
+    )
+    prices = np.array([float(r["price"]) for r in rows])
+    assert np.mean(np.abs(want - prices)) < 400  # in the label's units, not standardised
+    for protocol, answer in answers.items():
+        assert answer.returncode == 0, protocol + answer.stdout + answer.stderr
+        lines = answer.stdout.splitlines()
+        assert lines[1] == "row  prediction"
+        printed = np.array([float(line.split()[1]) for line in lines[2:]])
+        np.testing.assert_allclose(printed, want, rtol=1e-4, err_msg=protocol)
+
+
+def test_a_second_run_is_judged_against_the_production_model(gems_run):
+    data, out, first = gems_run
+    assert first.returncode == 0
+    result = run_cli(
+        "run", "--data", str(data), "--label", "price", "--output", str(out),
+        "--train-steps", "200", "--no-cache", "--min-speedup", "0", *CHEAP,
+    )  # fmt: skip
+    assert result.returncode in (0, 3), result.stdout[-3000:] + result.stderr[-3000:]
+    summary = json.loads((out / "run_summary.json").read_text())
+    (rule,) = [r for r in summary["gate"]["rules"] if r["name"] == "production_regression"]
+    assert rule["outcome"] != "skipped" and rule["n"] > 250
+    assert "AMP vs production" in rule["detail"] and "MAE" in rule["detail"]
+    assert summary["production"]["mae"] > 0
