@@ -9,7 +9,6 @@ from components.data.ingest import prepare
 from components.data.inspection import CsvOptions
 from components.data.report import format_data
 from core.errors import InputError
-from tests.conftest import run_cli
 
 
 def _csv(path, labels, header="x,y"):
@@ -82,14 +81,3 @@ def test_too_many_classes_to_count_is_one_line(tmp_path):
     labels = [f"user{i}" for i in range(inspection.MAX_LABEL_VALUES + 5)]
     with pytest.raises(InputError, match="more than 10,000 distinct values: too many classes$"):
         prepare(_csv(tmp_path / "c.csv", labels), "y", tmp_path / "w")
-
-
-def test_run_says_before_any_work_that_it_trains_classes_only(tmp_path):
-    prices = np.random.default_rng(4).integers(300, 19_000, 400)
-    out = tmp_path / "out"
-    result = run_cli("run", "--data", _csv(tmp_path / "p.csv", prices), "--label", "y",
-                     "--output", str(out))  # fmt: skip
-    assert result.returncode == 2, result.stdout + result.stderr
-    (line,) = [ln for ln in result.stderr.splitlines() if ln.startswith("amp-pipeline: error")]
-    assert "label is a regression target" in line and "--task classification" in line
-    assert not (out / "tfx").exists()
