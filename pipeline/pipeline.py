@@ -14,6 +14,7 @@ from components.data.example_gen import CsvExampleGen
 from components.data.ingest import MAX_SLICED_CLASSES
 from components.export import tflite
 from components.gate.component import PromotionGate
+from components.gate.production_evaluator import ProductionEvaluator
 from components.gate.side_by_side import SideBySide
 from components.models.user_module import ModuleRef
 from components.training.options import TrainOptions
@@ -335,9 +336,9 @@ def create_pipeline(
     trainer_fp32 = trainer(TRAINER_FP32, fp32_options(amp), train_steps)
     trainer_amp = trainer(TRAINER_AMP, amp, amp_train_steps or train_steps)
 
-    def evaluate_against(baseline, node_id: str):
+    def evaluate_against(baseline, node_id: str, evaluator=tfx.components.Evaluator):
         """TFMA on the eval split: the AMP candidate vs `baseline`, with the gate's thresholds."""
-        return tfx.components.Evaluator(
+        return evaluator(
             examples=example_gen.outputs["examples"],
             model=trainer_amp.outputs["model"],
             baseline_model=baseline,
@@ -347,7 +348,10 @@ def create_pipeline(
 
     evaluator = evaluate_against(trainer_fp32.outputs["model"], EVALUATOR)
     production_model = production_model_resolver()
-    evaluator_production = evaluate_against(production_model.outputs["model"], EVALUATOR_PRODUCTION)
+    # Before the first push there is no production model, and no TFMA run for it.
+    evaluator_production = evaluate_against(
+        production_model.outputs["model"], EVALUATOR_PRODUCTION, ProductionEvaluator
+    )
     infra_validator = InfraValidator(
         model=trainer_amp.outputs["model"],
         examples=example_gen.outputs["examples"],

@@ -51,6 +51,8 @@ def test_digits_run_promotes_and_the_pushed_model_reads_digits(digits_run):
     decision_md = (out / "decision.md").read_text()
     assert decision_md.startswith("# Promotion gate: PROMOTED")
     assert "no model in production yet" in decision_md
+    # ... and no TFMA run was spent on the missing production model.
+    assert (Path(summary["evaluation"]["production"]) / "NO_PRODUCTION_MODEL").exists()
     assert {r["name"] for r in summary["gate"]["rules"]} >= {
         "accuracy_parity",
         "min_accuracy",

@@ -18,6 +18,7 @@ from components.gate import regression as gate_regression
 from components.gate import rules as gate_rules
 from components.gate import speed_record
 from components.gate.majority import majority
+from components.gate.production_evaluator import has_evaluation
 from components.gate.side_by_side import SpeedComparison
 from core import names
 from serving import infra_validator as infra_validation
@@ -42,10 +43,13 @@ class GateDecision(Artifact):
 
 
 def accuracy_by_slice(evaluation_uri: str) -> dict[str, dict[str, float]]:
-    """{slice: {model name: accuracy}} of a TFMA evaluation; the whole split is slice ''."""
+    """{slice: {model name: accuracy}} of a TFMA evaluation; the whole split is slice ''
+    ({} where there was no production model to evaluate)."""
     import tensorflow_model_analysis as tfma
 
     out: dict[str, dict[str, float]] = {}
+    if not has_evaluation(evaluation_uri):
+        return out
     for metrics in tfma.load_metrics(evaluation_uri):
         keys = metrics.slice_key.single_slice_keys
         name = ",".join(
@@ -67,7 +71,9 @@ def tfma_failures(evaluation_uri: str) -> list[str]:
     """TFMA's failed thresholds, one readable line each."""
     import tensorflow_model_analysis as tfma
 
-    lines = []
+    lines: list[str] = []
+    if not has_evaluation(evaluation_uri):
+        return lines
     result = tfma.load_validation_result(evaluation_uri)
     for per_slice in result.metric_validations_per_slice:
         for failure in per_slice.failures:
