@@ -134,6 +134,75 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b
 
 
+def data_summary(data_dict: dict) -> dict:
+    """What run_summary.json says of the input (from the DataSpec as a dict)."""
+    return {
+        "source": data_dict["source"],
+        "rows": data_dict["rows"],
+        "label": data_dict["label"],
+        "classes": list(data_dict["classes"]),
+        "task_reason": data_dict.get("task_reason", ""),
+        "label_mean": data_dict.get("label_mean"),
+        "label_std": data_dict.get("label_std"),
+        "text_features": list(data_dict.get("text_features", [])),
+        "max_tokens": data_dict.get("max_tokens", 0),
+        "vocab_size": data_dict.get("vocab_size", 0),
+        "text_figures": data_dict.get("text_figures", {}),
+        "class_counts": data_dict.get("class_counts", {}),
+        "missing": data_dict.get("missing", {}),
+        "excluded": list(data_dict.get("excluded", [])),
+        "notices": list(data_dict.get("notices", [])),
+    }
+
+
+def evaluation_paths(outputs: dict) -> dict:
+    """The TFMA evaluations, and each twin's served predictions on the eval split per seed (the
+    gate's pairs)."""
+    from pipeline.pipeline import EVALUATOR, EVALUATOR_PRODUCTION, TRAINER_AMP, TRAINER_FP32
+
+    return {
+        "fp32_baseline": outputs[EVALUATOR]["evaluation"].uri,
+        "production": outputs[EVALUATOR_PRODUCTION]["evaluation"].uri,
+        "fp32_predictions": str(
+            Path(outputs[TRAINER_FP32]["model_run"].uri) / names.EVAL_PREDICTIONS
+        ),
+        "amp_predictions": str(
+            Path(outputs[TRAINER_AMP]["model_run"].uri) / names.EVAL_PREDICTIONS
+        ),
+    }
+
+
+def pushed_model_path(pusher: dict, already_in_production: bool, serving: Path) -> str | None:
+    """Where the Pusher pushed, or for a candidate already in production its version there."""
+    pushed = pusher.get("pushed_model")
+    path = None
+    if pushed is not None and pushed.properties.get("pushed"):
+        path = pushed.properties.get("pushed_destination")
+    if already_in_production and not path:
+        path = _newest_version(serving)
+    return path
+
+
+def trainer_summary(figures: dict, accuracy: float | None, regression: bool) -> dict:
+    """One twin in run_summary.json: TFMA's accuracy (None for regression, whose `metrics`
+    are the served model's MAE, RMSE and R²) beside the trainer's own figures."""
+    d = {k: figures[k] for k in TRAINER_KEYS if k in figures}
+    d["accuracy"] = None if regression else accuracy
+    d["trainer_accuracy"] = figures["accuracy"]
+    if regression:
+        d["metrics"] = figures.get("metrics")
+    return d
+
+
+def mark_tflite_outcomes(tflite: dict, rules: list[dict]) -> None:
+    """Each TFLite variant's record gets its gate rule's outcome."""
+    by_name = {r["name"]: r for r in rules}
+    for name, variant in tflite.get("variants", {}).items():
+        rule = by_name.get(f"tflite_{name}")
+        if rule:
+            variant["passed"], variant["outcome"] = rule["passed"], rule["outcome"]
+
+
 def build_summary(
     outputs: dict[str, dict[str, NodeOutput]],
     recipe: Recipe,
@@ -145,8 +214,6 @@ def build_summary(
     next to it."""
     from components.amp.diagnosis import why_not_faster
     from pipeline.pipeline import (
-        EVALUATOR,
-        EVALUATOR_PRODUCTION,
         GATE,
         PUSHER,
         TRAINER_AMP,
@@ -161,29 +228,19 @@ def build_summary(
     for name in (names.DECISION_JSON, names.DECISION_MD):
         shutil.copyfile(decision_dir / name, output_dir / name)
     measured = decision["measurements"]
-    pushed = outputs.get(PUSHER, {}).get("pushed_model")
-    pushed_path = None
-    if pushed is not None and pushed.properties.get("pushed"):
-        pushed_path = pushed.properties.get("pushed_destination")
     already = decision.get("already_in_production", False)
-    if already and not pushed_path:
-        pushed_path = _newest_version(output_dir / "serving" / config_dict["model_name"])
+    pushed_path = pushed_model_path(
+        outputs.get(PUSHER, {}), already, output_dir / "serving" / config_dict["model_name"]
+    )
     status = "promoted" if decision["passed"] and pushed_path else "rejected"
-
     regression = decision.get("task") == "regression"
 
     def trainer(figures: dict, accuracy: float) -> dict:
-        d = {k: figures[k] for k in TRAINER_KEYS if k in figures}
-        d["accuracy"] = None if regression else accuracy
-        d["trainer_accuracy"] = figures["accuracy"]
-        if regression:
-            d["metrics"] = figures.get("metrics")
-        return d
+        return trainer_summary(figures, accuracy, regression)
 
     parity_rule = next(
         (r for r in decision["rules"] if r["name"] in ("accuracy_parity", "error_parity")), {}
     )
-
     amp_out = trainer(amp, measured["amp_accuracy"])
     amp_out["loss_scale"] = {k: v for k, v in amp.get("loss_scale", {}).items() if k != "history"}
     amp_out["dtype_warnings"] = amp.get("dtype_warnings", [])
@@ -192,11 +249,7 @@ def build_summary(
     record = decision.get("speed_record") or speed_record.build(fp32, amp, speed)
     # The gate's figure: the precision ratio where it was measured, else the recipe ratio.
     speedup = record[record["gate_uses"]]["ratio"]
-    rules = {r["name"]: r for r in decision["rules"]}
-    for name, variant in amp.get("tflite", {}).get("variants", {}).items():
-        if f"tflite_{name}" in rules:
-            variant["passed"] = rules[f"tflite_{name}"]["passed"]
-            variant["outcome"] = rules[f"tflite_{name}"]["outcome"]
+    mark_tflite_outcomes(amp.get("tflite", {}), decision["rules"])
     return {
         "status": status,
         "task": decision.get("task", "classification"),
@@ -255,34 +308,8 @@ def build_summary(
         "exports": exports(pushed_path, amp.get("tflite", {})),
         "serving": _serving(decision.get("serving", {})),
         "already_in_production": already,
-        "evaluation": {
-            "fp32_baseline": outputs[EVALUATOR]["evaluation"].uri,
-            "production": outputs[EVALUATOR_PRODUCTION]["evaluation"].uri,
-            # Each twin's served predictions on the eval split, per seed (the gate's pairs).
-            "fp32_predictions": str(
-                Path(outputs[TRAINER_FP32]["model_run"].uri) / names.EVAL_PREDICTIONS
-            ),
-            "amp_predictions": str(
-                Path(outputs[TRAINER_AMP]["model_run"].uri) / names.EVAL_PREDICTIONS
-            ),
-        },
-        "data": {
-            "source": data_dict["source"],
-            "rows": data_dict["rows"],
-            "label": data_dict["label"],
-            "classes": list(data_dict["classes"]),
-            "task_reason": data_dict.get("task_reason", ""),
-            "label_mean": data_dict.get("label_mean"),
-            "label_std": data_dict.get("label_std"),
-            "text_features": list(data_dict.get("text_features", [])),
-            "max_tokens": data_dict.get("max_tokens", 0),
-            "vocab_size": data_dict.get("vocab_size", 0),
-            "text_figures": data_dict.get("text_figures", {}),
-            "class_counts": data_dict.get("class_counts", {}),
-            "missing": data_dict.get("missing", {}),
-            "excluded": list(data_dict.get("excluded", [])),
-            "notices": list(data_dict.get("notices", [])),
-        },
+        "evaluation": evaluation_paths(outputs),
+        "data": data_summary(data_dict),
         "config": config_dict,
         "output_dir": str(output_dir),
     }

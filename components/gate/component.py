@@ -6,7 +6,6 @@ decision.md.
 """
 
 import json
-import math
 import os
 
 from tfx import v1 as tfx
@@ -95,9 +94,152 @@ def tfma_failures(evaluation_uri: str) -> list[str]:
     return lines
 
 
-def _figures(run: Artifact) -> dict:
-    with open(os.path.join(run.uri, names.FIGURES_JSON)) as f:
+def _read_json(folder: str, name: str) -> dict:
+    with open(os.path.join(folder, name)) as f:
         return json.load(f)
+
+
+def _figures(run: Artifact) -> dict:
+    return _read_json(run.uri, names.FIGURES_JSON)
+
+
+def production_serving_dir(production_blessing: Artifact) -> str:
+    """The production model's serving SavedModel, as EvaluatorProduction's blessing names it
+    ("" while nothing is in production)."""
+    if not production_blessing.has_custom_property("baseline_model"):
+        return ""
+    model = production_blessing.get_string_custom_property("baseline_model")
+    return os.path.join(model, names.SERVING_MODEL_DIR) if model else ""
+
+
+def _measurements_record(m: gate_rules.Measurements) -> dict:
+    return {k: v for k, v in m.__dict__.items() if k not in ("parity", "production_pairs", "speed")}
+
+
+def classification_decision(
+    cfg: gate_rules.GateConfig,
+    fp32: dict,
+    amp: dict,
+    runs: tuple[str, str],
+    evaluations: tuple[str, str],
+    models: tuple[str, str],
+    examples_uri: str,
+    label: str,
+    label_kind: str,
+    speed_result: dict,
+    extra: tuple,
+) -> dict:
+    """The classification rules on the paired correctness of the twins (`runs`: float32's and
+    AMP's ModelRun folders), TFMA's accuracies (`evaluations`: vs float32, vs production), and
+    the candidate vs the production model (`models`: their serving folders, "" for none)."""
+    fp32_dir, amp_dir = runs
+    parity_uri, production_uri = evaluations
+    candidate_dir, production_dir = models
+    parity = overall_accuracy(parity_uri)
+    baseline = majority(examples_uri, label, label_kind) if label else {"share": None, "class": ""}
+    production = overall_accuracy(production_uri)
+    production_pairs = (
+        gate_evidence.production_pairs(examples_uri, candidate_dir, production_dir)
+        if production_dir and production.get("baseline") is not None
+        else None
+    )
+    measurements = gate_rules.Measurements(
+        fp32_accuracy=parity["baseline"],
+        amp_accuracy=parity["candidate"],
+        production_accuracy=production.get("baseline"),
+        fp32_examples_per_sec=fp32["examples_per_sec"],
+        amp_examples_per_sec=amp["examples_per_sec"],
+        amp_policy=amp["policy"],
+        majority_share=baseline["share"],
+        majority_class=baseline["class"] or "",
+        parity=gate_evidence.pooled(fp32_dir, amp_dir),
+        production_pairs=production_pairs,
+        speed=speed_result,
+    )
+    result = gate_rules.decide(measurements, cfg, extra=extra)
+    result["measurements"] = _measurements_record(measurements)
+    result["seeds"] = gate_evidence.seeds_report(
+        fp32, amp, gate_evidence.seed_pairs(fp32_dir, amp_dir)
+    )
+    result["majority_baseline"] = baseline
+    result["per_class_accuracy"] = {k: v for k, v in accuracy_by_slice(parity_uri).items() if k}
+    return result
+
+
+def regression_decision(
+    cfg: gate_rules.GateConfig,
+    fp32: dict,
+    amp: dict,
+    runs: tuple[str, str],
+    models: tuple[str, str],
+    examples_uri: str,
+    label: str,
+    label_mean: float,
+    speed_result: dict,
+    extra: tuple,
+) -> dict:
+    """The regression rules (components/gate/regression.py) on the twins' paired absolute
+    errors, the mean baseline's, and the production model's on the raw eval examples."""
+    fp32_dir, amp_dir = runs
+    candidate_dir, production_dir = models
+    production = (
+        gate_evidence.production_errors(examples_uri, candidate_dir, production_dir, label)
+        if production_dir
+        else None
+    )
+    measurements = gate_rules.Measurements(  # what min_speedup reads; no accuracies
+        fp32_accuracy=None,
+        amp_accuracy=None,
+        production_accuracy=None,
+        fp32_examples_per_sec=fp32["examples_per_sec"],
+        amp_examples_per_sec=amp["examples_per_sec"],
+        amp_policy=amp["policy"],
+        speed=speed_result,
+    )
+    result = gate_regression.decide(
+        gate_evidence.pooled_errors(fp32_dir, amp_dir),
+        gate_evidence.versus_mean(amp_dir, label_mean),
+        label_mean,
+        production,
+        measurements,
+        cfg,
+        extra=extra,
+    )
+    result["measurements"] = _measurements_record(measurements)
+    result["seeds"] = gate_evidence.seeds_report(
+        fp32, amp, gate_evidence.seed_error_pairs(fp32_dir, amp_dir)
+    )
+    result["regression"] = {
+        "fp32": fp32.get("metrics"),
+        "amp": amp.get("metrics"),
+        "label_mean": label_mean,
+        "production_mae": production.reference_mae if production else None,
+    }
+    result["majority_baseline"] = {"share": None, "class": ""}
+    result["per_class_accuracy"] = {}
+    return result
+
+
+def write_decision(decision: Artifact, result: dict) -> None:
+    os.makedirs(decision.uri, exist_ok=True)
+    with open(os.path.join(decision.uri, names.DECISION_JSON), "w") as f:
+        json.dump(result, f, indent=2)
+    with open(os.path.join(decision.uri, names.DECISION_MD), "w") as f:
+        f.write(gate_rules.to_markdown(result))
+    decision.set_string_custom_property("decision", result["decision"])
+
+
+def write_blessing(blessing: Artifact, result: dict, model: Artifact) -> None:
+    """The Pusher reads `blessed`; LatestBlessedModelStrategy also needs `current_model_id`.
+    A candidate that already is the production model (a rerun with cached trainers) is not
+    pushed a second time: its earlier blessing keeps it the production model."""
+    blessed = 1 if result["passed"] and not result["already_in_production"] else 0
+    os.makedirs(blessing.uri, exist_ok=True)
+    with open(os.path.join(blessing.uri, "BLESSED" if blessed else "NOT_BLESSED"), "w"):
+        pass
+    blessing.set_int_custom_property("blessed", blessed)
+    blessing.set_string_custom_property("current_model", model.uri)
+    blessing.set_int_custom_property("current_model_id", model.id)
 
 
 @tfx.dsl.components.component
@@ -129,55 +271,11 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
     )
     regression = task == "regression"
     fp32, amp = _figures(fp32_run), _figures(amp_run)
-    parity = overall_accuracy(parity_evaluation.uri)
-    baseline = (
-        majority(examples.uri, label, label_kind)
-        if label and not regression
-        else {"share": None, "class": ""}
-    )
-    production = overall_accuracy(production_evaluation.uri)
-    pairs = (
-        gate_evidence.seed_error_pairs(fp32_run.uri, amp_run.uri)
-        if regression
-        else gate_evidence.seed_pairs(fp32_run.uri, amp_run.uri)
-    )
-    production_model = (
-        production_blessing.get_string_custom_property("baseline_model")
-        if production_blessing.has_custom_property("baseline_model")
-        else ""
-    )
+    runs = (fp32_run.uri, amp_run.uri)
     candidate_dir = os.path.join(model.uri, names.SERVING_MODEL_DIR)
-    production_pairs = production_errors = None
-    if production_model and regression:
-        production_errors = gate_evidence.production_errors(
-            examples.uri,
-            candidate_dir,
-            os.path.join(production_model, names.SERVING_MODEL_DIR),
-            label,
-        )
-    elif production_model and production.get("baseline") is not None:
-        production_pairs = gate_evidence.production_pairs(
-            examples.uri,
-            candidate_dir,
-            os.path.join(production_model, names.SERVING_MODEL_DIR),
-        )
-    with open(os.path.join(speed.uri, names.SPEED_JSON)) as f:
-        speed_result = json.load(f)
-    measurements = gate_rules.Measurements(
-        fp32_accuracy=parity.get("baseline", math.nan),
-        amp_accuracy=parity.get("candidate", math.nan),
-        production_accuracy=production.get("baseline"),
-        fp32_examples_per_sec=fp32["examples_per_sec"],
-        amp_examples_per_sec=amp["examples_per_sec"],
-        amp_policy=amp["policy"],
-        majority_share=baseline["share"],
-        majority_class=baseline["class"] or "",
-        parity=None if regression else gate_evidence.pooled(fp32_run.uri, amp_run.uri),
-        production_pairs=production_pairs,
-        speed=speed_result,
-    )
-    with open(os.path.join(infra_blessing.uri, infra_validation.REPORT)) as f:
-        serving = json.load(f)
+    models = (candidate_dir, production_serving_dir(production_blessing))
+    speed_result = _read_json(speed.uri, names.SPEED_JSON)
+    serving = _read_json(infra_blessing.uri, infra_validation.REPORT)
     tokenizer = (
         text_parity.check(candidate_dir, gate_evidence.raw_eval_examples(examples.uri))
         if text_parity.has_text(candidate_dir)
@@ -190,64 +288,32 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
         gate_rules.serving_rule(serving),
     )
     if regression:
-        result = gate_regression.decide(
-            gate_evidence.pooled_errors(fp32_run.uri, amp_run.uri),
-            gate_evidence.versus_mean(amp_run.uri, label_mean),
-            label_mean,
-            production_errors,
-            measurements,
-            cfg,
-            extra=extra,
+        result = regression_decision(
+            cfg, fp32, amp, runs, models, examples.uri, label, label_mean, speed_result, extra
         )
     else:
-        result = gate_rules.decide(measurements, cfg, extra=extra)
-    result["task"] = task
-    if regression:
-        result["regression"] = {
-            "fp32": fp32.get("metrics"),
-            "amp": amp.get("metrics"),
-            "label_mean": label_mean,
-            "production_mae": production_errors.reference_mae if production_errors else None,
-        }
-    result["measurements"] = {
-        k: v
-        for k, v in measurements.__dict__.items()
-        if k not in ("parity", "production_pairs", "speed")
-    }
-    result["seeds"] = gate_evidence.seeds_report(fp32, amp, pairs)
-    result["speed"] = speed_result
-    result["speed_record"] = speed_record.build(fp32, amp, speed_result)
-    result["majority_baseline"] = baseline
-    result["serving"] = serving
-    result["tokenizer"] = tokenizer
+        evaluations = (parity_evaluation.uri, production_evaluation.uri)
+        result = classification_decision(
+            cfg, fp32, amp, runs, evaluations, models, examples.uri, label, label_kind,
+            speed_result, extra,
+        )  # fmt: skip
     production_id = (
         production_blessing.get_int_custom_property("baseline_model_id")
         if production_blessing.has_custom_property("baseline_model_id")
         else None
     )
-    result["already_in_production"] = production_id == model.id
-    result["tfma_failures"] = {
-        "fp32_baseline": tfma_failures(parity_evaluation.uri),
-        "production": tfma_failures(production_evaluation.uri),
-    }
-    result["thresholds"] = cfg.__dict__
-    result["per_class_accuracy"] = {
-        k: v for k, v in accuracy_by_slice(parity_evaluation.uri).items() if k
-    }
-    os.makedirs(decision.uri, exist_ok=True)
-    with open(os.path.join(decision.uri, names.DECISION_JSON), "w") as f:
-        json.dump(result, f, indent=2)
-    with open(os.path.join(decision.uri, names.DECISION_MD), "w") as f:
-        f.write(gate_rules.to_markdown(result))
-    decision.set_string_custom_property("decision", result["decision"])
-
-    # The Pusher reads `blessed`; LatestBlessedModelStrategy also needs `current_model_id`.
-    # A candidate that already is the production model (a rerun with cached trainers) is not
-    # pushed a second time: its earlier blessing keeps it the production model.
-    blessed = 1 if result["passed"] and not result["already_in_production"] else 0
-    os.makedirs(blessing.uri, exist_ok=True)
-    with open(os.path.join(blessing.uri, "BLESSED" if blessed else "NOT_BLESSED"), "w"):
-        pass
-    blessing.set_int_custom_property("blessed", blessed)
-    blessing.set_string_custom_property("current_model", model.uri)
-    blessing.set_int_custom_property("current_model_id", model.id)
+    result.update(
+        task=task,
+        speed=speed_result,
+        speed_record=speed_record.build(fp32, amp, speed_result),
+        serving=serving,
+        tokenizer=tokenizer,
+        already_in_production=production_id == model.id,
+        tfma_failures={
+            "fp32_baseline": tfma_failures(parity_evaluation.uri),
+            "production": tfma_failures(production_evaluation.uri),
+        },
+        thresholds=cfg.__dict__,
+    )
+    write_decision(decision, result)
+    write_blessing(blessing, result, model)

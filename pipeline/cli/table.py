@@ -46,9 +46,12 @@ def seeds_lines(summary: dict) -> list[str]:
             f"({pair['b']} won, {pair['c']} lost of {pair['n']})"
         )
     d = seeds["delta"]
+    # Regression: MAE changes as shares of float32's MAE; classes: accuracy differences.
+    share = "diff_mean" in seeds["pairs"][0]
+    fmt, sd = ("+.2%", ".2%") if share else ("+.4f", ".4f")
     lines.append(
-        f"  seeds        mean change {number(d['mean'], '+.4f')} (sd {number(d['std'], '.4f')})"
-        + (f", trimmed mean {d['trimmed_mean']:+.4f}" if d.get("trimmed") else "")
+        f"  seeds        mean change {number(d['mean'], fmt)} (sd {number(d['std'], sd)})"
+        + (f", trimmed mean {d['trimmed_mean']:{fmt}}" if d.get("trimmed") else "")
     )
     return lines
 
