@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 CLASSIFICATION, REGRESSION = "classification", "regression"
+CATEGORY_TOP_K = 100_000  # a categorical feature's vocabulary: its most frequent values
+CATEGORY_OOV_BUCKETS = 10  # the other values, hashed into this many ids
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,7 +23,10 @@ class DataSpec:
         label_kind: "int" or "string": how the label is stored in the examples.
         classes: the label's classes as strings, in class-id order.
         numeric_features: (name, length) of each numeric feature, in model-input order.
-        string_features: names of the categorical (string) features.
+        string_features: names of the categorical string features with few values (one-hot).
+        categorical_features: names of the categorical features with many values (strings with
+            more than 16 distinct values, integer IDs): each gets a vocabulary in Transform and
+            a learned embedding in the model.
         text_features: names of the text features (tokenised in Transform into `max_tokens`
             token ids each, components/data/text.py).
         max_tokens: token ids per text feature (padded or truncated).
@@ -48,6 +53,7 @@ class DataSpec:
     classes: tuple[str, ...]
     numeric_features: tuple[tuple[str, int], ...]
     string_features: tuple[str, ...] = ()
+    categorical_features: tuple[str, ...] = ()
     text_features: tuple[str, ...] = ()
     max_tokens: int = 0
     vocab_size: int = 0
@@ -90,6 +96,7 @@ class DataSpec:
         d["numeric_features"] = tuple((n, int(k)) for n, k in d["numeric_features"])
         d["string_features"] = tuple(d["string_features"])
         d["text_features"] = tuple(d.get("text_features", ()))
+        d["categorical_features"] = tuple(d.get("categorical_features", ()))
         if d.get("image_shape") is not None:
             d["image_shape"] = tuple(d["image_shape"])
         d["excluded"] = tuple(d.get("excluded", ()))

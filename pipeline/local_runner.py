@@ -287,10 +287,13 @@ def write_header(terminal, config: RunConfig, data, recipe) -> None:
     )
     for notice in data.notices:
         terminal.write(f"  note: {notice}\n")
-    if data.text_features and "int8" in config.train.tflite_variants:
+    if (data.text_features or data.categorical_features) and (
+        "int8" in config.train.tflite_variants
+    ):
+        what = "a text model" if data.text_features else "a model with category ids"
         terminal.write(
-            "  note: no int8 TFLite variant for a text model: full-integer quantization "
-            "would put its token ids on 256 levels (float32, float16 and dynamic_int8 "
+            f"  note: no int8 TFLite variant for {what}: full-integer quantization "
+            "would put its ids on 256 levels (float32, float16 and dynamic_int8 "
             "are built)\n"
         )
     elif data.regression and "int8" in config.train.tflite_variants:

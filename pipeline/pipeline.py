@@ -178,7 +178,9 @@ def twin_options(
         model_options=model_options_for(config, model),
         model_module=model_module.to_dict() if model_module else None,
         tflite_variants=tflite.variants_for(
-            config.train.tflite_variants, bool(data.text_features), data.regression
+            config.train.tflite_variants,
+            bool(data.text_features or data.categorical_features),
+            data.regression,
         ),
         policy=policy,
         xla=xla if policy != "float32" else False,

@@ -22,16 +22,21 @@ EFFECT = {"Fair": -300.0, "Good": 0.0, "Ideal": 400.0}
 
 
 def gem_rows(n: int, seed: int = 0) -> list[dict[str, str]]:
-    """Prices in the thousands: linear in two numbers and a cut, plus noise (sd 150)."""
+    """Prices in the thousands: linear in two numbers, a cut and a dealer (one of 60 IDs, each
+    with its own markup), plus noise (sd 150)."""
     rng = np.random.default_rng(seed)
+    markup = rng.normal(0, 300, 60)
     rows = []
     for _ in range(n):
         carat, depth = rng.normal(), rng.normal()
         cut = str(rng.choice(list(EFFECT)))
-        price = 3000 + 800 * carat - 500 * depth + EFFECT[cut] + rng.normal(0, 150)
+        dealer = int(rng.integers(60))
+        price = 3000 + 800 * carat - 500 * depth + EFFECT[cut] + markup[dealer]
+        price += rng.normal(0, 150)
         rows.append(
-            {"carat": f"{carat:.3f}", "depth": f"{depth:.3f}", "cut": cut, "price": f"{price:.0f}"}
-        )
+            {"carat": f"{carat:.3f}", "depth": f"{depth:.3f}", "cut": cut,
+             "dealer_id": str(1000 + dealer), "price": f"{price:.0f}"}
+        )  # fmt: skip
     return rows
 
 
@@ -56,6 +61,15 @@ def test_a_price_label_is_trained_as_regression_and_gated_on_its_errors(gems_run
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["task"] == "regression" and summary["status"] == "promoted"
     assert summary["amp"]["accuracy"] is None
+    # The dealer IDs are categories with a learned embedding, not a standardised number.
+    assert summary["data"]["categorical_features"] == ["dealer_id"]
+    import keras
+
+    from components.models import builtin  # noqa: F401 - registers the custom layers
+
+    saved = next((out / "tfx" / "TrainerAmp").rglob("model.keras"))
+    embedding = keras.saving.load_model(saved).get_layer("dealer_id_embedding")
+    assert embedding.input_dim == 70 and embedding.embeddings.dtype == "float32"  # 60 + 10
     for twin in ("fp32", "amp"):
         m = summary[twin]["metrics"]
         # Noise sd 150 on a label of sd ~1000: a fitted model explains most of it.
@@ -74,7 +88,7 @@ def test_a_price_label_is_trained_as_regression_and_gated_on_its_errors(gems_run
     assert (out / "predicted_vs_actual.png").stat().st_size > 0
     # TFLite: the variants' predictions against the SavedModel's, in the label's units.
     # No full-integer int8 for a regression value, even when asked: the header says why.
-    assert "no int8 TFLite variant for a regression label" in result.stdout
+    assert "no int8 TFLite variant for a model with category ids" in result.stdout
     tflite = summary["exports"]["tflite"]
     assert set(tflite) == {"float32", "dynamic_int8"}
     assert tflite["float32"]["max_rel_diff"] < 1e-4 and rules["tflite_float32"]["passed"]
@@ -134,6 +148,7 @@ def test_the_pushed_model_answers_prices_over_grpc_and_rest(gems_run, tmp_path):
             carat=tf.constant([float(r["carat"]) for r in rows]),
             depth=tf.constant([float(r["depth"]) for r in rows]),
             cut=tf.constant([r["cut"] for r in rows]),
+            dealer_id=tf.constant([int(r["dealer_id"]) for r in rows], tf.int64),
         )["predictions"]
         .numpy()
     )

@@ -225,22 +225,27 @@ def inspect_csv(
         label_kind, classes = _classes(class_counts, where, fmt.original(label_name))
     excluded = {e["feature"] for e in found["excluded"]}
     texts = tuple(found["text"])
+    categorical = tuple(found["categorical"])
     numeric, strings = [], []
     for name in fmt.names:
-        if name == label_name or name in excluded or name in texts:
+        if name == label_name or name in excluded or name in texts or name in categorical:
             continue
         kind = fmt.types.get(name, "string")
         if kind in ("int", "float", "bool"):
             numeric.append((name, 1))
         else:
             strings.append(name)
-    if not numeric and not strings and not texts:
+    if not numeric and not strings and not texts and not categorical:
         raise InputError(f"{where}: no feature columns besides the label {label!r}")
     keep = tuple(n for n in fmt.names if n not in excluded)
     types = {n: fmt.types.get(n, "string") for n in keep}
     types[label_name] = label_kind  # integer classes stay integers in the examples
     fmt = dataclasses.replace(fmt, keep=keep, types=types)
-    image_shape = _image_shape_from_pixels([n for n, _ in numeric]) if not strings else None
+    image_shape = (
+        _image_shape_from_pixels([n for n, _ in numeric])
+        if not strings and not categorical
+        else None
+    )
     pixel_scale = max(columns[n].maximum for n, _ in numeric) if image_shape else 1.0
     notices = [
         f"column {e['column']!r} is not a feature: {e['reason']}"
@@ -274,6 +279,7 @@ def inspect_csv(
         numeric_features=tuple(numeric),
         string_features=tuple(strings),
         text_features=texts,
+        categorical_features=categorical,
         max_tokens=max_tokens,
         vocab_size=options.vocab_size if texts else 0,
         text_figures=text_figures,

@@ -31,9 +31,11 @@ from core.names import sanitize_names
 logger = logging.getLogger(__name__)
 
 ID_NAME = re.compile(r"(^|[_\s-])(id|uuid|guid|key|index|row)$", re.IGNORECASE)
+CAMEL_ID = re.compile(r"[a-z]I[dD]$")  # userId, movieID
 DATE_TEXT = re.compile(r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?|^\d{1,2}/\d{1,2}/\d{2,4}$")
 ID_MIN_ROWS = 100  # fewer rows prove nothing about uniqueness
 SAMPLE_ROWS = 20_000  # rows of the first block that decide ID-like, free-text and date columns
+ONE_HOT_MAX = 16  # a string column with more distinct values (in the sample) is embedded
 EVAL_SHARE = 0.2  # ExampleGen's eval split: 1 hash bucket of 5
 MIN_EVAL_EXAMPLES = 5  # fewer expected eval examples of a class: its accuracy is not measured
 TASKS = ("auto", "classification", "regression")
@@ -53,7 +55,8 @@ class CsvOptions:
         drop_columns: columns never used as features.
         text_columns: string columns to use as text (tokenised) whatever they look like.
         categorical_columns: string columns to use as categories (a vocabulary of whole
-            values) although they look like text.
+            values) although they look like text; integer columns to use as category IDs
+            (embedded) rather than numbers.
         vocab_size: the largest vocabulary per text column (its most frequent tokens).
         max_tokens: token ids per text column; 0: the 95th percentile of the sampled
             lengths, a multiple of 8, at most 512.
@@ -401,6 +404,22 @@ def _looks_like(col: _Column) -> str | None:
     return None
 
 
+def is_embedded_category(col: _Column, named: bool) -> bool:
+    """A column whose values are categories too many to one-hot: a string column with more
+    than ONE_HOT_MAX distinct values in the sample (not text), or an integer column of IDs
+    (named like one, `user_id`, `movieId`, with repeated values; or named by
+    --categorical-columns). Its values get a vocabulary and a learned embedding."""
+    if col.kind == "string":
+        return col.sample_distinct > ONE_HOT_MAX
+    if col.kind == "int":
+        if named:
+            return True
+        is_id = ID_NAME.search(col.original) or CAMEL_ID.search(col.original)
+        repeated = col.sample_distinct < col.sample_rows
+        return bool(is_id) and repeated and col.sample_distinct > ONE_HOT_MAX
+    return False
+
+
 def looks_like_text(col: _Column) -> bool:
     """A string column of multi-word values: on average 3 or more words, or 2 or more when
     nearly every value differs (titles, names of things, short posts)."""
@@ -487,7 +506,7 @@ def inspect(files: list[Path], label: str, options: CsvOptions, where: str) -> d
     columns, label_figures, rows, fmt = _scan(files, fmt, label_name)
     if rows == 0:
         raise InputError(f"{where}: the CSV file has a header but no rows")
-    excluded, notices, texts = [], [], []
+    excluded, notices, texts, categorical = [], [], [], []
     # Pixel columns (pixel_0 .. pixel_{n-1}) are one image: a pixel that is always 0 is not a
     # constant feature to drop.
     image = all(re.fullmatch(r"pixel_\d+", n) for n in names if n != label_name)
@@ -496,10 +515,15 @@ def inspect(files: list[Path], label: str, options: CsvOptions, where: str) -> d
         if name == label_name:
             continue
         reason = None
-        if (name in as_text or name in as_categories) and col.kind != "string":
-            flag = "--text-columns" if name in as_text else "--categorical-columns"
+        if name in as_text and col.kind != "string":
             raise InputError(
-                f"{flag} {col.original}: column {col.original!r} holds {col.kind} values, not text"
+                f"--text-columns {col.original}: column {col.original!r} holds {col.kind} "
+                "values, not text"
+            )
+        if name in as_categories and col.kind not in ("string", "int"):
+            raise InputError(
+                f"--categorical-columns {col.original}: column {col.original!r} holds "
+                f"{col.kind} values, not categories (strings or integer IDs)"
             )
         if name in drop:
             reason = "dropped by --drop-columns"
@@ -523,6 +547,8 @@ def inspect(files: list[Path], label: str, options: CsvOptions, where: str) -> d
             reason = _looks_like(col)
         if reason:
             excluded.append({"column": col.original, "feature": name, "reason": reason})
+        elif name not in texts and is_embedded_category(col, name in as_categories):
+            categorical.append(name)
     return {
         "format": fmt,
         "label": label_name,
@@ -532,4 +558,5 @@ def inspect(files: list[Path], label: str, options: CsvOptions, where: str) -> d
         "excluded": excluded,
         "notices": notices,
         "text": texts,
+        "categorical": categorical,
     }

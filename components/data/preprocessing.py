@@ -4,6 +4,10 @@
 - Other numeric features are standardised (z-score); missing values take the mean.
 - String features go through a vocabulary (top 16 values plus one out-of-vocabulary bucket)
   and are one-hot encoded.
+- Categorical features with many values (strings with more than 16, integer IDs) go through a
+  vocabulary of their 100,000 most frequent values plus 10 hashed buckets for the others
+  (`tft.compute_and_apply_vocabulary`, a run artifact); each one's id comes after the one-hot
+  strings in `x`, as a float32 value, and the model embeds it.
 - Text features are tokenised (components/data/text.py), looked up in a vocabulary of their
   most frequent tokens (`tft.compute_and_apply_vocabulary`, a run artifact) and padded or cut to
   `max_tokens` ids, 0 being padding. They come last in `x`, as float32 values (token ids are
@@ -24,7 +28,7 @@ import tensorflow_transform as tft
 
 from components.data import text
 from components.models.user_module import ModelSpec
-from core.data_spec import DataSpec
+from core.data_spec import CATEGORY_OOV_BUCKETS, CATEGORY_TOP_K, DataSpec
 from core.names import FEATURES_KEY, LABEL_KEY
 
 VOCAB_TOP_K = 16
@@ -110,9 +114,31 @@ def features_to_x(inputs: dict, spec: DataSpec) -> tf.Tensor:
             _dense(inputs[name], ""), top_k=VOCAB_TOP_K, num_oov_buckets=1, vocab_filename=name
         )
         parts.append(tf.one_hot(tf.reshape(ids, [-1]), VOCAB_TOP_K + 1, dtype=tf.float32))
+    for name in spec.categorical_features:
+        parts.append(tf.cast(category_ids(inputs[name], name), tf.float32))
     for name in spec.text_features:
         parts.append(tf.cast(text_ids(inputs[name], name, spec), tf.float32))
     return tf.concat(parts, axis=1)
+
+
+def category_vocab(feature: str) -> str:
+    """The name of a categorical feature's vocabulary in Transform's assets."""
+    return f"category_{feature}"
+
+
+def category_ids(raw, name: str) -> tf.Tensor:
+    """[batch, 1] int64 ids of a categorical feature's values: 0.. for its vocabulary (most
+    frequent first), then CATEGORY_OOV_BUCKETS hashed buckets for values not in it. A missing
+    value is the category '' (strings) or '0' (integers)."""
+    values = _dense(raw, "" if raw.dtype == tf.string else 0)
+    if values.dtype != tf.string:
+        values = tf.strings.as_string(values)
+    return tft.compute_and_apply_vocabulary(
+        values,
+        top_k=CATEGORY_TOP_K,
+        num_oov_buckets=CATEGORY_OOV_BUCKETS,
+        vocab_filename=category_vocab(name),
+    )
 
 
 def vocab_filename(feature: str) -> str:
@@ -135,6 +161,7 @@ def feature_width(spec: DataSpec) -> int:
     return (
         sum(n for _, n in spec.numeric_features)
         + len(spec.string_features) * (VOCAB_TOP_K + 1)
+        + len(spec.categorical_features)
         + len(spec.text_features) * spec.max_tokens
     )
 
@@ -144,10 +171,11 @@ def feature_slices(spec: DataSpec) -> tuple[tuple[str, int, int], ...]:
     out, start = [], 0
     if spec.image_shape is not None:
         widths = list(spec.numeric_features)
-    else:  # features_to_x's order: scalars, then vectors, then one-hot strings
+    else:  # features_to_x's order: scalars, vectors, one-hot strings, categories, text
         widths = [f for f in spec.numeric_features if f[1] == 1]
         widths += [f for f in spec.numeric_features if f[1] > 1]
         widths += [(n, VOCAB_TOP_K + 1) for n in spec.string_features]
+        widths += [(n, 1) for n in spec.categorical_features]
         widths += [(n, spec.max_tokens) for n in spec.text_features]
     for name, width in widths:
         out.append((name, start, start + width))
@@ -160,6 +188,7 @@ def model_spec(spec: DataSpec, width: int, custom_preprocessing: bool = False) -
     names = (
         tuple(n for n, _ in spec.numeric_features)
         + tuple(spec.string_features)
+        + tuple(spec.categorical_features)
         + tuple(spec.text_features)
     )
     image = spec.image_shape
@@ -174,6 +203,7 @@ def model_spec(spec: DataSpec, width: int, custom_preprocessing: bool = False) -
         feature_slices=() if custom_preprocessing else feature_slices(spec),
         image_shape=image,
         text_features=() if custom_preprocessing else tuple(spec.text_features),
+        categorical_features=() if custom_preprocessing else tuple(spec.categorical_features),
         vocab_size=spec.vocab_size,
         max_tokens=spec.max_tokens,
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.data_spec import DataSpec
+from core.data_spec import CATEGORY_OOV_BUCKETS, CATEGORY_TOP_K, DataSpec
 
 
 def task_text(data: DataSpec) -> str:
@@ -33,18 +33,20 @@ def format_data(data: DataSpec) -> str:
     types = dict((fmt or {}).get("types", {}))
     kinds.update(dict.fromkeys(data.text_features, "text"))
     types.update(dict.fromkeys(data.text_features, "text"))
+    kinds.update(dict.fromkeys(data.categorical_features, "category"))
+    types.update(dict.fromkeys(data.categorical_features, "category"))
     width = max([len(data.original_name(n)) for n in kinds] + [6])
     lines.append("")
-    lines.append(f"  {'column':<{width}}  {'feature':<{width}}  {'type':<7}  missing")
+    lines.append(f"  {'column':<{width}}  {'feature':<{width}}  {'type':<8}  missing")
     for name in kinds:
         missing = data.missing.get(name, 0)
         share = f" ({missing / data.rows:.1%})" if missing and data.rows else ""
         lines.append(
             f"  {data.original_name(name):<{width}}  {name:<{width}}  "
-            f"{types.get(name, kinds[name]):<7}  {missing:,}{share}"
+            f"{types.get(name, kinds[name]):<8}  {missing:,}{share}"
         )
     lines.append(
-        f"  {data.original_name(data.label):<{width}}  {data.label:<{width}}  label    "
+        f"  {data.original_name(data.label):<{width}}  {data.label:<{width}}  label     "
         f"{task_text(data)}"
     )
     lines.append(f"task         {data.task} ({data.task_reason or 'the default'})")
@@ -64,6 +66,12 @@ def format_data(data: DataSpec) -> str:
             f"p95 {f.get('p95')}, max {f.get('max')} (first {f.get('sampled_rows', 0):,} rows); "
             f"{data.max_tokens} ids per value, vocabulary of at most {data.vocab_size:,}; "
             f"{f.get('empty_share', 0):.1%} empty, {f.get('truncated_share', 0):.1%} cut"
+        )
+    for name in data.categorical_features:
+        lines.append(
+            f"category     {data.original_name(name)!r}: a vocabulary of its values (the "
+            f"{CATEGORY_TOP_K:,} most frequent, then {CATEGORY_OOV_BUCKETS} hashed buckets for "
+            "others) and a learned embedding"
         )
     if data.image_shape:
         h, w, c = data.image_shape

@@ -31,7 +31,8 @@ TEXT_VARIANTS = ("float32", "float16", "dynamic_int8")
 def variants_for(
     requested: tuple[str, ...], has_text: bool, regression: bool = False
 ) -> tuple[str, ...]:
-    """The variants a model can have: without `int8` when `x` holds token ids, or when the
+    """The variants a model can have: without `int8` when `x` holds token or category ids
+    (`has_text`: full-integer quantization would put them on 256 levels), or when the
     output is a regression value (full-integer quantization puts the answer on 256 levels and
     clips inputs beyond the 200 representative rows' range: on a 1,500-row price CSV it raised
     the MAE by 10.9% and moved one prediction by 951, tests/test_regression_e2e.py's data)."""

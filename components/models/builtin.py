@@ -70,10 +70,40 @@ def build_cnn(
     return keras.Model(inputs, _head(x, num_classes), name="cnn")
 
 
-def build_mlp(input_dim: int, num_classes: int, width: int = 128) -> keras.Model:
-    """A two-hidden-layer MLP for tabular data."""
+def embedding_dim(size: int) -> int:
+    """An embedding's width for a vocabulary of `size` ids: fastai's rule of thumb,
+    1.6 * size^0.56, at least 4 and at most 64 (671 users: 61; 20 genres: 9)."""
+    return max(4, min(64, round(1.6 * size**0.56)))
+
+
+def tabular(inputs, stop: int, categorical: tuple = ()):
+    """Columns [0, stop) of `x`: the numeric and one-hot ones as they are, each categorical
+    feature's id (name, start, stop, size) through its own embedding. The ids are cut out and
+    cast to integers in float32 (TokenIds); the tables are float32 variables under every
+    policy and the lookups give the compute dtype (Keras' Embedding under a mixed policy)."""
+    if not categorical:
+        return Columns(0, stop, name="dense_columns")(inputs) if stop < inputs.shape[1] else inputs
+    parts, at = [], 0
+    for name, start, end, size in sorted(categorical, key=lambda c: c[1]):
+        if start > at:
+            parts.append(Columns(at, start, name=f"columns_{at}_{start}")(inputs))
+        ids = TokenIds(start, end, name=f"{name}_id")(inputs)
+        vectors = keras.layers.Embedding(size, embedding_dim(size), name=f"{name}_embedding")(ids)
+        parts.append(keras.layers.Flatten(name=f"{name}_vector")(vectors))
+        at = end
+    if stop > at:
+        parts.append(Columns(at, stop, name=f"columns_{at}_{stop}")(inputs))
+    return parts[0] if len(parts) == 1 else keras.layers.Concatenate(name="tabular")(parts)
+
+
+def build_mlp(
+    input_dim: int, num_classes: int, width: int = 128, categorical: tuple = ()
+) -> keras.Model:
+    """A two-hidden-layer MLP for tabular data; categorical features (name, start, stop, size)
+    are embedded first."""
     inputs = keras.Input((input_dim,), name="x")
-    x = keras.layers.Dense(width, activation="relu")(inputs)
+    x = tabular(inputs, input_dim, categorical)
+    x = keras.layers.Dense(width, activation="relu")(x)
     x = keras.layers.Dense(width, activation="relu")(x)
     return keras.Model(inputs, _head(x, num_classes), name="mlp")
 
@@ -265,6 +295,7 @@ def build_bert(
     text_slices: tuple[tuple[str, int, int], ...],
     vocab_size: int,
     size: str = "tiny",
+    categorical: tuple = (),
 ) -> keras.Model:
     """A BERT-style encoder per text feature; the other columns of `x` (tabular features) are
     concatenated after pooling."""
@@ -290,14 +321,30 @@ def build_bert(
         first = min(start for _, start, _ in text_slices)
         if other != list(range(first)):
             raise ValueError(f"text features must come last in x; tabular columns {other[:5]}")
-        parts.append(Columns(0, first, name="tabular")(inputs))
+        parts.append(tabular(inputs, first, categorical))
     x = parts[0] if len(parts) == 1 else keras.layers.Concatenate(name="pooled_and_tabular")(parts)
     return keras.Model(inputs, _head(x, num_classes), name="bert")
+
+
+def categorical_slices(spec) -> tuple[tuple[str, int, int, int], ...]:
+    """(name, start, stop, number of ids) of each categorical feature in `x`."""
+    from core.data_spec import CATEGORY_OOV_BUCKETS, CATEGORY_TOP_K
+
+    where = {name: (start, stop) for name, start, stop in spec.feature_slices}
+    sizes = spec.categorical_sizes or (CATEGORY_TOP_K + CATEGORY_OOV_BUCKETS,) * len(
+        spec.categorical_features
+    )
+    return tuple(
+        (name, *where[name], size)
+        for name, size in zip(spec.categorical_features, sizes, strict=True)
+    )
 
 
 def build_from_spec(name: str, spec, **options) -> keras.Model:
     """Builds built-in `name` for a ModelSpec (components/models/user_module.py): bert reads
     its text features' slices and vocabulary size from it."""
+    if spec.categorical_features and name in ("mlp", "bert"):
+        options = {"categorical": categorical_slices(spec), **options}
     if name == "bert":
         text = set(spec.text_features)
         slices = tuple(s for s in spec.feature_slices if s[0] in text)
@@ -315,7 +362,7 @@ def build_model(
     """Builds `name` under the current global dtype policy.
 
     `options`: `resolution` for resnet50; `seq_len`, `depth`, `width`, `heads` for transformer;
-    `text_slices`, `vocab_size`, `size` for bert.
+    `text_slices`, `vocab_size`, `size` for bert; `categorical` for mlp and bert.
     """
     if name in ("cnn", "resnet50") and image_shape is None:
         raise ValueError(
@@ -332,7 +379,7 @@ def build_model(
     if name == "cnn":
         return build_cnn(input_dim, image_shape, num_classes)
     if name == "mlp":
-        return build_mlp(input_dim, num_classes)
+        return build_mlp(input_dim, num_classes, **options)
     raise ValueError(
         f"Invalid value for argument model: expected one of {', '.join(MODEL_NAMES)}. "
         f"Received: model={name!r}"

@@ -55,6 +55,10 @@ class ModelSpec:
         vocab_size: the largest vocabulary of a text feature; ids are below vocab_size + 2.
         max_tokens: token ids per text feature.
         task: "classification" or "regression" (the label standardised: mean 0, std 1).
+        categorical_features: the features whose one column of `x` holds a category id (a
+            float32 value; cast it to an integer in float32, as for text, and embed it).
+        categorical_sizes: each one's number of ids (its vocabulary plus the hashed buckets
+            for other values), in the same order; ids are below it.
     """
 
     input_width: int
@@ -67,6 +71,8 @@ class ModelSpec:
     vocab_size: int = 0
     max_tokens: int = 0
     task: str = "classification"
+    categorical_features: tuple[str, ...] = ()
+    categorical_sizes: tuple[int, ...] = ()
 
     @property
     def output_width(self) -> int:

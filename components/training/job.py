@@ -157,10 +157,20 @@ def model_spec(spec: TrainSpec):
     custom = bool(spec.model_module and spec.model_module.get("preprocessing"))
     data = DataSpec.from_dict(spec.data_spec)
     mspec = preprocessing.model_spec(data, input_width(spec), custom)
+    if mspec.categorical_features and spec.transform_output:
+        import tensorflow_transform as tft
+
+        from core.data_spec import CATEGORY_OOV_BUCKETS
+
+        transform = tft.TFTransformOutput(spec.transform_output)
+        sizes = tuple(
+            transform.vocabulary_size_by_name(preprocessing.category_vocab(name))
+            + CATEGORY_OOV_BUCKETS
+            for name in mspec.categorical_features
+        )
+        mspec = dataclasses.replace(mspec, categorical_sizes=sizes)
     if mspec.text_features and spec.transform_output:
         # The vocabularies Transform built: an embedding table no larger than what was seen.
-        import dataclasses
-
         import tensorflow_transform as tft
 
         transform = tft.TFTransformOutput(spec.transform_output)

@@ -1,0 +1,91 @@
+"""Categorical features with many values: which columns the input check embeds, and the
+embedding under AMP (float32 tables, lookups in the compute dtype, ids exact)."""
+
+from __future__ import annotations
+
+import csv
+import re
+
+import numpy as np
+import pytest
+
+from components.data.ingest import prepare
+from components.data.inspection import CsvOptions
+from core.errors import InputError
+
+
+def write(path, rows):
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return str(path)
+
+
+def rows(n: int = 400):
+    rng = np.random.default_rng(0)
+    return [
+        {
+            "userId": int(rng.integers(50)),  # an ID, repeated: a category
+            "order_id": i,  # an ID, unique per row: excluded
+            "city": f"city{int(rng.integers(40))}",  # 40 values: embedded
+            "color": ["red", "blue", "green"][i % 3],  # 3 values: one-hot
+            "age": int(rng.integers(18, 80)),  # a number
+            "y": i % 2,
+        }
+        for i in range(n)
+    ]
+
+
+def test_ids_and_many_valued_strings_become_categories(tmp_path):
+    spec = prepare(write(tmp_path / "d.csv", rows()), "y", tmp_path / "w")
+    assert spec.categorical_features == ("userId", "city")
+    assert spec.string_features == ("color",)
+    assert [n for n, _ in spec.numeric_features] == ["age"]
+    assert any(e["feature"] == "order_id" and "ID-like" in e["reason"] for e in spec.excluded)
+    from components.data.report import format_data
+
+    text = format_data(spec)
+    assert re.search(r"userId\s+userId\s+category", text)
+    assert "'city': a vocabulary of its values" in text
+
+
+def test_categorical_columns_makes_an_integer_column_a_category(tmp_path):
+    data = write(tmp_path / "d.csv", rows())
+    spec = prepare(data, "y", tmp_path / "w", csv_options=CsvOptions(categorical_columns=("age",)))
+    assert "age" in spec.categorical_features and not spec.numeric_features
+
+
+def test_a_float_column_cannot_be_categories(tmp_path):
+    data = [{**r, "price": f"{r['age'] * 1.5:.2f}"} for r in rows()]
+    path = write(tmp_path / "d.csv", data)
+    with pytest.raises(InputError, match=r"--categorical-columns price: .* float values"):
+        prepare(path, "y", tmp_path / "w", csv_options=CsvOptions(categorical_columns=("price",)))
+
+
+def test_under_mixed_bfloat16_tables_stay_float32_and_lookups_give_bfloat16():
+    import keras
+
+    from components.models.builtin import build_mlp, embedding_dim
+
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        # x: 2 numeric columns, then a category id in column 2 (1,000 ids).
+        model = build_mlp(3, 0, categorical=(("user", 2, 3, 1000),))
+        table = model.get_layer("user_embedding")
+        assert table.embeddings.dtype == "float32" and table.compute_dtype == "bfloat16"
+        assert table.output_dim == embedding_dim(1000) == 64
+        vectors = table(np.array([[999]]))
+        assert keras.ops.convert_to_numpy(vectors).dtype.name == "bfloat16"
+        # Id 999 reaches its own row: bfloat16 holds integers exactly only up to 256.
+        ids = model.get_layer("user_id")(np.array([[0.5, -1.0, 999.0]], "float32"))
+        assert keras.ops.convert_to_numpy(ids).tolist() == [[999]]
+        assert model.get_layer("predictions").dtype_policy.compute_dtype == "float32"
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+
+def test_the_embedding_width_rule():
+    from components.models.builtin import embedding_dim
+
+    assert [embedding_dim(n) for n in (2, 20, 671, 9000, 10**6)] == [4, 9, 61, 64, 64]
