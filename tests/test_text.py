@@ -98,7 +98,8 @@ def test_text_is_chosen_both_ways_by_flags_and_long_texts_report_the_cut(tmp_pat
     assert any("are cut" in n for n in spec.notices)
     both = CsvOptions(text_columns=("city",), categorical_columns=("post",), max_tokens=16)
     spec = prepare(str(path), "label", tmp_path / "b", csv_options=both)
-    assert spec.text_features == ("city",) and spec.string_features == ("post",)
+    # Posts as categories: hundreds of distinct values, so a vocabulary and an embedding.
+    assert spec.text_features == ("city",) and spec.categorical_features == ("post",)
     assert spec.max_tokens == 16
 
 
