@@ -7,7 +7,9 @@ import dataclasses
 
 CLASSIFICATION, REGRESSION = "classification", "regression"
 CATEGORY_TOP_K = 100_000  # a categorical feature's vocabulary: its most frequent values
-CATEGORY_OOV_BUCKETS = 10  # the other values, hashed into this many ids
+# The other values share one id (no hashed buckets: a device maps values to ids with the
+# shipped vocabulary alone, no FarmHash), as text tokens do.
+CATEGORY_OOV_BUCKETS = 1
 
 
 @dataclasses.dataclass(frozen=True)

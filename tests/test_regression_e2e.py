@@ -69,7 +69,7 @@ def test_a_price_label_is_trained_as_regression_and_gated_on_its_errors(gems_run
 
     saved = next((out / "tfx" / "TrainerAmp").rglob("model.keras"))
     embedding = keras.saving.load_model(saved).get_layer("dealer_id_embedding")
-    assert embedding.input_dim == 70 and embedding.embeddings.dtype == "float32"  # 60 + 10
+    assert embedding.input_dim == 61 and embedding.embeddings.dtype == "float32"  # 60 + other
     for twin in ("fp32", "amp"):
         m = summary[twin]["metrics"]
         # Noise sd 150 on a label of sd ~1000: a fitted model explains most of it.
@@ -96,6 +96,10 @@ def test_a_price_label_is_trained_as_regression_and_gated_on_its_errors(gems_run
     pushed = summary["exports"]["saved_model"]
     sidecar = json.loads(next((ROOT / pushed).glob("tflite/model_float32.json")).read_text())
     assert sidecar["output"]["label_std"] > 0 and "label_std" in sidecar["output"]["to_label_units"]
+    # The dealers' vocabulary ships with the TFLite models: a device maps IDs to ids with it.
+    (category,) = sidecar["input"]["categories"]
+    shipped = (ROOT / pushed / "tflite" / category["vocabulary_file"]).read_text().splitlines()
+    assert category["feature"] == "dealer_id" and len(shipped) == 60 == category["oov_id"]
     # MLflow has the errors.
     from mlflow import MlflowClient
 

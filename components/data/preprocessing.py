@@ -5,7 +5,7 @@
 - String features go through a vocabulary (top 16 values plus one out-of-vocabulary bucket)
   and are one-hot encoded.
 - Categorical features with many values (strings with more than 16, integer IDs) go through a
-  vocabulary of their 100,000 most frequent values plus 10 hashed buckets for the others
+  vocabulary of their 100,000 most frequent values plus one id for all others
   (`tft.compute_and_apply_vocabulary`, a run artifact); each one's id comes after the one-hot
   strings in `x`, as a float32 value, and the model embeds it.
 - Text features are tokenised (components/data/text.py), looked up in a vocabulary of their
@@ -128,8 +128,8 @@ def category_vocab(feature: str) -> str:
 
 def category_ids(raw, name: str) -> tf.Tensor:
     """[batch, 1] int64 ids of a categorical feature's values: 0.. for its vocabulary (most
-    frequent first), then CATEGORY_OOV_BUCKETS hashed buckets for values not in it. A missing
-    value is the category '' (strings) or '0' (integers)."""
+    frequent first), then one id (len(vocabulary)) for any value not in it. A missing value is
+    the category '' (strings) or '0' (integers)."""
     values = _dense(raw, "" if raw.dtype == tf.string else 0)
     if values.dtype != tf.string:
         values = tf.strings.as_string(values)

@@ -70,8 +70,8 @@ def format_data(data: DataSpec) -> str:
     for name in data.categorical_features:
         lines.append(
             f"category     {data.original_name(name)!r}: a vocabulary of its values (the "
-            f"{CATEGORY_TOP_K:,} most frequent, then {CATEGORY_OOV_BUCKETS} hashed buckets for "
-            "others) and a learned embedding"
+            f"{CATEGORY_TOP_K:,} most frequent, then {CATEGORY_OOV_BUCKETS} id for any "
+            "other) and a learned embedding"
         )
     if data.image_shape:
         h, w, c = data.image_shape

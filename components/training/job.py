@@ -338,7 +338,7 @@ def export_edge_models(spec: TrainSpec, model, train_ds, eval_x, eval_y) -> dict
 
     data = DataSpec.from_dict(spec.data_spec)
     out = Path(spec.serving_model_dir) / "tflite"
-    text = ship_vocabularies(spec, data, out)  # with the model, TFLite or not
+    shipped = ship_vocabularies(spec, data, out)  # with the model, TFLite or not
     if not spec.tflite_variants:
         return {"variants": {}}
     reference = float32_rebuild(spec, model)
@@ -359,10 +359,12 @@ def export_edge_models(spec: TrainSpec, model, train_ds, eval_x, eval_y) -> dict
             "dtype": "float32",
             "preprocessing": "the Transform output `x` (see the SavedModel's "
             "transform_features signature): images divided by their pixel scale, numeric "
-            "features standardised, strings one-hot, text as token ids (components/data/"
+            "features standardised, strings one-hot, categories as their vocabulary ids (see "
+            "`categories`), text as token ids (components/data/"
             "text.py: tokenise, look up in the vocabulary file, pad or cut)",
             "image_shape": list(data.image_shape) if data.image_shape else None,
-            "text": text,
+            "text": [v for v in shipped if v.get("kind") != "category"],
+            "categories": [v for v in shipped if v.get("kind") == "category"],
         },
         variants=tuple(spec.tflite_variants),
         thresholds=ParityThresholds(spec.tflite_min_agreement, spec.tflite_max_int8_drop),
@@ -371,20 +373,38 @@ def export_edge_models(spec: TrainSpec, model, train_ds, eval_x, eval_y) -> dict
 
 
 def ship_vocabularies(spec: TrainSpec, data, out: Path) -> list[dict]:
-    """Copies each text feature's vocabulary from Transform's output next to the TFLite models
-    (`vocab_<feature>.txt`) and says where its ids sit in `x` (the sidecar's `text`)."""
+    """Copies each text feature's vocabulary (`vocab_<feature>.txt`) and each categorical
+    feature's (`categories_<feature>.txt`) from Transform's output next to the TFLite models
+    and says where their ids sit in `x` (the sidecar's `text`)."""
     import shutil
 
     import tensorflow_transform as tft
 
     from components.data import preprocessing, text
 
-    if not data.text_features:
+    if not data.text_features and not data.categorical_features:
         return []
     out.mkdir(parents=True, exist_ok=True)
     transform = tft.TFTransformOutput(spec.transform_output)
     slices = {name: (start, stop) for name, start, stop in preprocessing.feature_slices(data)}
     shipped = []
+    for name in data.categorical_features:
+        source = transform.vocabulary_file_by_name(preprocessing.category_vocab(name))
+        target = out / f"categories_{name}.txt"
+        shutil.copyfile(source, target)
+        size = len(text.read_vocabulary(target))
+        shipped.append(
+            {
+                "feature": name,
+                "column": data.original_name(name),
+                "kind": "category",
+                "x_columns": list(slices[name]),
+                "vocabulary_file": target.name,
+                "vocabulary_size": size,
+                "id": "the value's line number (0-based) in the vocabulary file",
+                "oov_id": size,
+            }
+        )
     for name in data.text_features:
         source = transform.vocabulary_file_by_name(preprocessing.vocab_filename(name))
         target = out / f"vocab_{name}.txt"
