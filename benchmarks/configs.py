@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-BENCH_MODELS = ("cnn", "resnet50", "transformer", "mlp", "bert")
+BENCH_MODELS = ("cnn", "resnet50", "transformer", "mlp", "bert", "dlrm")
+# dlrm: Criteo's shape, scaled to a CPU: 13 dense features, 8 tables of 100,000 rows x 64.
+DLRM_DENSE, DLRM_TABLES, DLRM_ROWS, DLRM_DIM = 13, 8, 100_000, 64
 BERT_VOCAB = 30_522  # BERT's WordPiece vocabulary size: the embedding table the bench trains
 REPLICA_MODES = ("multiworker", "mirrored")
 BACKENDS = ("tensorflow", "jax")
@@ -23,7 +25,9 @@ class BenchConfig:
     the model); `resnet50` at `image_size`x`image_size`x3; `transformer` is 2 layers, sequence
     128, width 256 over 16 features a token; `mlp` takes 64 features; `bert` is the pipeline's
     BERT-style encoder (components/models/builtin.py) at `bert_size` over `seq_len` token ids
-    drawn from a 30,522-token vocabulary (BERT's).
+    drawn from a 30,522-token vocabulary (BERT's); `dlrm` is the pipeline's DLRM-style model
+    over 13 dense features and 8 categorical ids, each drawn uniformly from its table of
+    100,000 rows x 64 (float32 tables under every policy).
 
     `batch_size` is per replica. With `replicas` > 1 the configuration trains data-parallel:
     `multiworker` runs that many local worker processes under MultiWorkerMirroredStrategy on
@@ -62,6 +66,8 @@ class BenchConfig:
             return shape[0] * shape[1] * shape[2]
         if self.model == "bert":
             return self.seq_len
+        if self.model == "dlrm":
+            return DLRM_DENSE + DLRM_TABLES
         return 128 * 16 if self.model == "transformer" else 64
 
     def synthetic_x(self, rng, n: int):
@@ -71,6 +77,10 @@ class BenchConfig:
 
         if self.model == "bert":
             return rng.integers(1, BERT_VOCAB + 1, (n, self.seq_len)).astype(np.float32)
+        if self.model == "dlrm":
+            dense = rng.random((n, DLRM_DENSE), dtype=np.float32)
+            ids = rng.integers(0, DLRM_ROWS, (n, DLRM_TABLES)).astype(np.float32)
+            return np.concatenate([dense, ids], axis=1)
         return rng.random((n, self.input_width()), dtype=np.float32)
 
     def model_options(self) -> dict:
@@ -78,6 +88,14 @@ class BenchConfig:
             return {"resolution": self.image_size}
         if self.model == "transformer":
             return dict(TRANSFORMER_SIZES[self.transformer_size])
+        if self.model == "dlrm":
+            return {
+                "categorical": tuple(
+                    (f"table{i}", DLRM_DENSE + i, DLRM_DENSE + i + 1, DLRM_ROWS)
+                    for i in range(DLRM_TABLES)
+                ),
+                "dim": DLRM_DIM,
+            }
         if self.model == "bert":
             return {
                 "size": self.bert_size,

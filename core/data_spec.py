@@ -29,6 +29,10 @@ class DataSpec:
         categorical_features: names of the categorical features with many values (strings with
             more than 16 distinct values, integer IDs): each gets a vocabulary in Transform and
             a learned embedding in the model.
+        bag_features: (name, values kept per row) of the multi-valued string features (values
+            joined by `bag_separator`): a vocabulary of the values, and the mean of their
+            embeddings in the model.
+        bag_separator: what joins a multi-valued cell's values.
         text_features: names of the text features (tokenised in Transform into `max_tokens`
             token ids each, components/data/text.py).
         max_tokens: token ids per text feature (padded or truncated).
@@ -56,6 +60,8 @@ class DataSpec:
     numeric_features: tuple[tuple[str, int], ...]
     string_features: tuple[str, ...] = ()
     categorical_features: tuple[str, ...] = ()
+    bag_features: tuple[tuple[str, int], ...] = ()
+    bag_separator: str = "|"
     text_features: tuple[str, ...] = ()
     max_tokens: int = 0
     vocab_size: int = 0
@@ -99,6 +105,7 @@ class DataSpec:
         d["string_features"] = tuple(d["string_features"])
         d["text_features"] = tuple(d.get("text_features", ()))
         d["categorical_features"] = tuple(d.get("categorical_features", ()))
+        d["bag_features"] = tuple((n, int(k)) for n, k in d.get("bag_features", ()))
         if d.get("image_shape") is not None:
             d["image_shape"] = tuple(d["image_shape"])
         d["excluded"] = tuple(d.get("excluded", ()))

@@ -7,6 +7,12 @@ import dataclasses
 from core.errors import InputError
 
 BEAM_RUNNERS = ("direct", "dataflow", "flink", "spark")
+# TFX's Beam executors ship TFX to remote workers: without a dependency flag among the Beam
+# args, each one copies the whole TFX install (49 MB) into a new temporary folder, builds an
+# sdist there and never deletes it (tfx/utils/dependency_utils.py::make_beam_dependency_flags),
+# five times a run. The DirectRunner's workers are this Python environment and stage nothing;
+# naming a container image (which the DirectRunner never reads) tells TFX so.
+DIRECT_NO_STAGING = ("--sdk_container_image=none:direct-runner-uses-this-environment",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +61,11 @@ class BeamProfile:
             raise InputError(f"--beam-workers {self.workers}: must be at least 1")
         if self.runner == "direct":
             mode = "in_memory" if self.workers == 1 else "multi_processing"
-            out = [f"--direct_running_mode={mode}", f"--direct_num_workers={self.workers}"]
+            out = [
+                f"--direct_running_mode={mode}",
+                f"--direct_num_workers={self.workers}",
+                *DIRECT_NO_STAGING,
+            ]
         elif self.runner == "dataflow":
             out = [
                 "--runner=DataflowRunner",

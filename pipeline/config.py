@@ -17,7 +17,7 @@ from core import names
 from core.data_spec import DataSpec
 from pipeline.beam import BeamProfile
 
-MODELS = ("auto", "bert", "cnn", "mlp", "resnet50", "transformer")
+MODELS = ("auto", "bert", "cnn", "dlrm", "mlp", "resnet50", "transformer")
 BERT_SIZES = names.BERT_SIZE_NAMES
 PARITY_MODES = ("evidence", "strict")
 

@@ -273,6 +273,18 @@ def check_model_fits_data(config: RunConfig, data, module_ref) -> None:
             f"--model bert: {data.source} has no text column (a string column of "
             "multi-word values); name one with --text-columns"
         )
+    if model == "dlrm" and (
+        not data.categorical_features or data.text_features or data.bag_features
+    ):
+        raise InputError(
+            f"--model dlrm: {data.source} has "
+            + (
+                "a text or multi-valued column; dlrm reads numbers and categories only"
+                if data.text_features or data.bag_features
+                else "no categorical column (an ID column, a string column of more than 16 "
+                "values); name one with --categorical-columns"
+            )
+        )
 
 
 def write_header(terminal, config: RunConfig, data, recipe) -> None:
@@ -287,7 +299,7 @@ def write_header(terminal, config: RunConfig, data, recipe) -> None:
     )
     for notice in data.notices:
         terminal.write(f"  note: {notice}\n")
-    if (data.text_features or data.categorical_features) and (
+    if (data.text_features or data.categorical_features or data.bag_features) and (
         "int8" in config.train.tflite_variants
     ):
         what = "a text model" if data.text_features else "a model with category ids"

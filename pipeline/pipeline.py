@@ -179,7 +179,7 @@ def twin_options(
         model_module=model_module.to_dict() if model_module else None,
         tflite_variants=tflite.variants_for(
             config.train.tflite_variants,
-            bool(data.text_features or data.categorical_features),
+            bool(data.text_features or data.categorical_features or data.bag_features),
             data.regression,
         ),
         policy=policy,

@@ -146,6 +146,7 @@ def data_summary(data_dict: dict) -> dict:
         "label_std": data_dict.get("label_std"),
         "text_features": list(data_dict.get("text_features", [])),
         "categorical_features": list(data_dict.get("categorical_features", [])),
+        "bag_features": [list(b) for b in data_dict.get("bag_features", [])],
         "max_tokens": data_dict.get("max_tokens", 0),
         "vocab_size": data_dict.get("vocab_size", 0),
         "text_figures": data_dict.get("text_figures", {}),

@@ -89,3 +89,74 @@ def test_the_embedding_width_rule():
     from components.models.builtin import embedding_dim
 
     assert [embedding_dim(n) for n in (2, 20, 671, 9000, 10**6)] == [4, 9, 61, 64, 64]
+
+
+def test_the_dlrm_model_embeds_every_category_and_crosses_them_by_dot_products():
+    import keras
+
+    from components.models.builtin import build_dlrm
+
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        # x: 3 dense columns, then two category ids (500 and 20 ids).
+        categorical = (("user", 3, 4, 500), ("item", 4, 5, 20))
+        model = build_dlrm(5, 0, categorical=categorical, dim=8, bottom=(16,), top=(16,))
+        for name in ("user_embedding", "item_embedding"):
+            layer = model.get_layer(name)
+            assert layer.embeddings.dtype == "float32" and layer.output_dim == 8
+        # Three vectors (the bottom MLP's and two embeddings): three pairwise dot products.
+        assert model.get_layer("interaction").output.shape == (None, 3)
+        x = np.array([[0.1, 0.2, 0.3, 499, 19], [0.0, 0.0, 0.0, 0, 0]], "float32")
+        out = keras.ops.convert_to_numpy(model(x))
+        assert out.shape == (2, 1) and out.dtype == np.float32
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    with pytest.raises(ValueError, match="'dlrm' needs categorical features"):
+        build_dlrm(5, 2)
+
+
+def genre_rows(n: int = 300):
+    rng = np.random.default_rng(1)
+    genres = ["Action", "Comedy", "Drama", "Horror", "Children"]
+    return [
+        {
+            "genres": "|".join(rng.choice(genres, int(rng.integers(1, 4)), replace=False)),
+            "plain": ["a", "b"][i % 2],
+            "n": i % 7,
+            "y": i % 2,
+        }
+        for i in range(n)
+    ]
+
+
+def test_a_column_of_joined_values_is_a_bag_and_a_separator_that_splits_nothing_is_named(
+    tmp_path,
+):
+    path = write(tmp_path / "g.csv", genre_rows())
+    spec = prepare(path, "y", tmp_path / "w")
+    assert spec.bag_features == (("genres", 3),) and spec.bag_separator == "|"
+    assert spec.string_features == ("plain",)
+    with pytest.raises(InputError, match=r"--multi-value-columns plain: the separator splits none"):
+        prepare(path, "y", tmp_path / "w2", csv_options=CsvOptions(multi_value_columns=("plain",)))
+    with pytest.raises(InputError, match=r"--multi-value-columns n: .* int values"):
+        prepare(path, "y", tmp_path / "w3", csv_options=CsvOptions(multi_value_columns=("n",)))
+    # Named as categories, the joined values stay one category each.
+    whole = prepare(
+        path, "y", tmp_path / "w4", csv_options=CsvOptions(categorical_columns=("genres",))
+    )
+    assert whole.bag_features == () and "genres" in whole.categorical_features
+
+
+def test_a_bag_is_the_mean_of_its_values_embeddings_padding_left_out():
+    import keras
+
+    from components.models.builtin import build_mlp
+
+    model = build_mlp(4, 2, bags=(("genres", 1, 4, 7),))
+    table = keras.ops.convert_to_numpy(model.get_layer("genres_embedding").embeddings)
+    mean = model.get_layer("genres_mean")
+    ids = np.array([[2, 5, 0], [3, 0, 0]], "int32")
+    vectors = model.get_layer("genres_embedding")(ids)
+    pooled = keras.ops.convert_to_numpy(mean(vectors, ids))
+    np.testing.assert_allclose(pooled[0], (table[2] + table[5]) / 2, rtol=1e-6)
+    np.testing.assert_allclose(pooled[1], table[3], rtol=1e-6)

@@ -19,11 +19,13 @@ from tests.helpers import CHEAP, csv_rows, free_port, write_csv
 pytestmark = pytest.mark.e2e
 MODEL = "gems"
 EFFECT = {"Fair": -300.0, "Good": 0.0, "Ideal": 400.0}
+TAGS = {"certified": 250.0, "vintage": 150.0, "heated": -200.0, "polished": 50.0, "rare": 500.0}
 
 
 def gem_rows(n: int, seed: int = 0) -> list[dict[str, str]]:
-    """Prices in the thousands: linear in two numbers, a cut and a dealer (one of 60 IDs, each
-    with its own markup), plus noise (sd 150)."""
+    """Prices in the thousands: linear in two numbers, a cut, a dealer (one of 60 IDs, each
+    with its own markup) and up to 3 tags joined by '|' (each with its own value), plus noise
+    (sd 150)."""
     rng = np.random.default_rng(seed)
     markup = rng.normal(0, 300, 60)
     rows = []
@@ -31,11 +33,12 @@ def gem_rows(n: int, seed: int = 0) -> list[dict[str, str]]:
         carat, depth = rng.normal(), rng.normal()
         cut = str(rng.choice(list(EFFECT)))
         dealer = int(rng.integers(60))
+        tags = list(rng.choice(list(TAGS), int(rng.integers(0, 4)), replace=False))
         price = 3000 + 800 * carat - 500 * depth + EFFECT[cut] + markup[dealer]
-        price += rng.normal(0, 150)
+        price += sum(TAGS[t] for t in tags) + rng.normal(0, 150)
         rows.append(
             {"carat": f"{carat:.3f}", "depth": f"{depth:.3f}", "cut": cut,
-             "dealer_id": str(1000 + dealer), "price": f"{price:.0f}"}
+             "dealer_id": str(1000 + dealer), "tags": "|".join(tags), "price": f"{price:.0f}"}
         )  # fmt: skip
     return rows
 
@@ -63,6 +66,7 @@ def test_a_price_label_is_trained_as_regression_and_gated_on_its_errors(gems_run
     assert summary["amp"]["accuracy"] is None
     # The dealer IDs are categories with a learned embedding, not a standardised number.
     assert summary["data"]["categorical_features"] == ["dealer_id"]
+    assert summary["data"]["bag_features"] == [["tags", 3]]  # up to 3 tags a gem
     import keras
 
     from components.models import builtin  # noqa: F401 - registers the custom layers
@@ -70,6 +74,8 @@ def test_a_price_label_is_trained_as_regression_and_gated_on_its_errors(gems_run
     saved = next((out / "tfx" / "TrainerAmp").rglob("model.keras"))
     embedding = keras.saving.load_model(saved).get_layer("dealer_id_embedding")
     assert embedding.input_dim == 61 and embedding.embeddings.dtype == "float32"  # 60 + other
+    tags = keras.saving.load_model(saved).get_layer("tags_embedding")
+    assert tags.input_dim == 7  # padding, 5 tags, any other
     for twin in ("fp32", "amp"):
         m = summary[twin]["metrics"]
         # Noise sd 150 on a label of sd ~1000: a fitted model explains most of it.
@@ -97,9 +103,10 @@ def test_a_price_label_is_trained_as_regression_and_gated_on_its_errors(gems_run
     sidecar = json.loads(next((ROOT / pushed).glob("tflite/model_float32.json")).read_text())
     assert sidecar["output"]["label_std"] > 0 and "label_std" in sidecar["output"]["to_label_units"]
     # The dealers' vocabulary ships with the TFLite models: a device maps IDs to ids with it.
-    (category,) = sidecar["input"]["categories"]
+    bag, category = sidecar["input"]["categories"]
     shipped = (ROOT / pushed / "tflite" / category["vocabulary_file"]).read_text().splitlines()
     assert category["feature"] == "dealer_id" and len(shipped) == 60 == category["oov_id"]
+    assert bag["feature"] == "tags" and bag["separator"] == "|" and bag["vocabulary_size"] == 5
     # MLflow has the errors.
     from mlflow import MlflowClient
 
@@ -153,6 +160,7 @@ def test_the_pushed_model_answers_prices_over_grpc_and_rest(gems_run, tmp_path):
             depth=tf.constant([float(r["depth"]) for r in rows]),
             cut=tf.constant([r["cut"] for r in rows]),
             dealer_id=tf.constant([int(r["dealer_id"]) for r in rows], tf.int64),
+            tags=tf.constant([r["tags"] for r in rows]),
         )["predictions"]
         .numpy()
     )

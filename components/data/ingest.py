@@ -226,25 +226,25 @@ def inspect_csv(
     excluded = {e["feature"] for e in found["excluded"]}
     texts = tuple(found["text"])
     categorical = tuple(found["categorical"])
+    bags = tuple(found["bags"].items())
+    embedded = set(categorical) | set(found["bags"])
     numeric, strings = [], []
     for name in fmt.names:
-        if name == label_name or name in excluded or name in texts or name in categorical:
+        if name == label_name or name in excluded or name in texts or name in embedded:
             continue
         kind = fmt.types.get(name, "string")
         if kind in ("int", "float", "bool"):
             numeric.append((name, 1))
         else:
             strings.append(name)
-    if not numeric and not strings and not texts and not categorical:
+    if not numeric and not strings and not texts and not embedded:
         raise InputError(f"{where}: no feature columns besides the label {label!r}")
     keep = tuple(n for n in fmt.names if n not in excluded)
     types = {n: fmt.types.get(n, "string") for n in keep}
     types[label_name] = label_kind  # integer classes stay integers in the examples
     fmt = dataclasses.replace(fmt, keep=keep, types=types)
     image_shape = (
-        _image_shape_from_pixels([n for n, _ in numeric])
-        if not strings and not categorical
-        else None
+        _image_shape_from_pixels([n for n, _ in numeric]) if not strings and not embedded else None
     )
     pixel_scale = max(columns[n].maximum for n, _ in numeric) if image_shape else 1.0
     notices = [
@@ -280,6 +280,8 @@ def inspect_csv(
         string_features=tuple(strings),
         text_features=texts,
         categorical_features=categorical,
+        bag_features=bags,
+        bag_separator=options.separator,
         max_tokens=max_tokens,
         vocab_size=options.vocab_size if texts else 0,
         text_figures=text_figures,

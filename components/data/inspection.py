@@ -36,6 +36,8 @@ DATE_TEXT = re.compile(r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?|^\d{1,2}/
 ID_MIN_ROWS = 100  # fewer rows prove nothing about uniqueness
 SAMPLE_ROWS = 20_000  # rows of the first block that decide ID-like, free-text and date columns
 ONE_HOT_MAX = 16  # a string column with more distinct values (in the sample) is embedded
+MULTI_MIN_SHARE = 0.1  # a string column with the separator in this share of values is a bag
+MAX_BAG_VALUES = 32  # values per row kept from a multi-valued column
 EVAL_SHARE = 0.2  # ExampleGen's eval split: 1 hash bucket of 5
 MIN_EVAL_EXAMPLES = 5  # fewer expected eval examples of a class: its accuracy is not measured
 TASKS = ("auto", "classification", "regression")
@@ -58,6 +60,11 @@ class CsvOptions:
             values) although they look like text; integer columns to use as category IDs
             (embedded) rather than numbers.
         vocab_size: the largest vocabulary per text column (its most frequent tokens).
+        multi_value_columns: string columns whose cells hold several values joined by
+            `separator` (`Animation|Children`): a bag of values, each embedded, averaged. A
+            string column with the separator in at least 10% of its sampled values is one
+            without the flag.
+        separator: what joins the values of a multi-valued cell.
         max_tokens: token ids per text column; 0: the 95th percentile of the sampled
             lengths, a multiple of 8, at most 512.
         task: "classification", "regression" or "auto" (regression for a numeric label with
@@ -74,6 +81,8 @@ class CsvOptions:
     vocab_size: int = text.DEFAULT_VOCAB_SIZE
     max_tokens: int = 0
     task: str = "auto"
+    multi_value_columns: tuple[str, ...] = ()
+    separator: str = "|"
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -84,6 +93,10 @@ class CsvOptions:
             raise InputError(
                 f"--max-tokens {self.max_tokens}: must be between 1 and "
                 f"{text.MAX_TOKENS_LIMIT} (0: from the data)"
+            )
+        if not self.separator or self.separator.strip() != self.separator:
+            raise InputError(
+                f"--separator {self.separator!r}: must be one or more visible characters"
             )
         both = set(self.text_columns) & set(self.categorical_columns)
         if both:
@@ -110,6 +123,8 @@ class _Column:
     sample_token_lengths: list = dataclasses.field(default_factory=list)
     sample_dates: float = 0.0
     sample_numeric: float = 0.0
+    sample_multi: float = 0.0  # share of sampled values holding the separator
+    sample_parts: int = 0  # most values in one sampled cell, split at the separator
     span: float = 0.0
     maximum: float = 0.0  # largest |value| of a numeric column
 
@@ -271,7 +286,7 @@ def _column_in_error(message: str, fmt: CsvFormat, included: list[str]) -> str |
 
 
 def _scan(
-    files: list[Path], fmt: CsvFormat, label: str
+    files: list[Path], fmt: CsvFormat, label: str, separator: str = "|"
 ) -> tuple[dict, LabelFigures, int, CsvFormat]:
     """The streaming pass: per-column figures, the label's figures and row count.
 
@@ -296,7 +311,7 @@ def _scan(
                                 columns[name].kind = kind
                             elif name in types:
                                 columns[name].kind = types[name]
-                        _sample(batch, columns)
+                        _sample(batch, columns, separator)
                     rows += batch.num_rows
                     _accumulate(batch, columns)
                     figures.add(batch.column(label))
@@ -321,7 +336,7 @@ def _scan(
         return columns, figures, rows, dataclasses.replace(fmt, types=types)
 
 
-def _sample(batch, columns: dict[str, _Column]) -> None:
+def _sample(batch, columns: dict[str, _Column], separator: str = "|") -> None:
     """Figures of the first block that decide ID-like, free-text and date columns."""
     import pyarrow.compute as pc
 
@@ -345,6 +360,8 @@ def _sample(batch, columns: dict[str, _Column]) -> None:
             col.sample_numeric = sum(
                 1 for t in texts if csv_format.parse_number(t) is not None
             ) / len(texts)
+            col.sample_multi = sum(1 for t in texts if separator in t) / len(texts)
+            col.sample_parts = max(len([p for p in t.split(separator) if p.strip()]) for t in texts)
         elif col.kind == "int":
             mm = pc.min_max(batch.column(name)).as_py()
             col.span = float(mm["max"] - mm["min"] + 1)
@@ -402,6 +419,25 @@ def _looks_like(col: _Column) -> str | None:
             f"{col.sample_rows:,} rows)"
         )
     return None
+
+
+def is_bag(col: _Column, named: bool, as_category: bool) -> bool:
+    """A multi-valued string column: named by --multi-value-columns (then the separator must
+    split some of its values: InputError otherwise), or with the separator in at least
+    MULTI_MIN_SHARE of its sampled values (not when --categorical-columns names it)."""
+    if named:
+        if col.kind != "string":
+            raise InputError(
+                f"--multi-value-columns {col.original}: column {col.original!r} holds "
+                f"{col.kind} values, not joined strings"
+            )
+        if col.sample_multi == 0:
+            raise InputError(
+                f"--multi-value-columns {col.original}: the separator splits none of the first "
+                f"{col.sample_rows:,} values of column {col.original!r} (--separator)"
+            )
+        return True
+    return col.kind == "string" and not as_category and col.sample_multi >= MULTI_MIN_SHARE
 
 
 def is_embedded_category(col: _Column, named: bool) -> bool:
@@ -500,13 +536,14 @@ def inspect(files: list[Path], label: str, options: CsvOptions, where: str) -> d
         raise InputError(f"--drop-columns {label}: that is the label")
     as_text = _resolve_names(options.text_columns, fmt, "--text-columns", where)
     as_categories = _resolve_names(options.categorical_columns, fmt, "--categorical-columns", where)
+    as_bags = _resolve_names(options.multi_value_columns, fmt, "--multi-value-columns", where)
     for flag, named in (("--text-columns", as_text), ("--categorical-columns", as_categories)):
         if label_name in named:
             raise InputError(f"{flag} {label}: that is the label")
-    columns, label_figures, rows, fmt = _scan(files, fmt, label_name)
+    columns, label_figures, rows, fmt = _scan(files, fmt, label_name, options.separator)
     if rows == 0:
         raise InputError(f"{where}: the CSV file has a header but no rows")
-    excluded, notices, texts, categorical = [], [], [], []
+    excluded, notices, texts, categorical, bags = [], [], [], [], {}
     # Pixel columns (pixel_0 .. pixel_{n-1}) are one image: a pixel that is always 0 is not a
     # constant feature to drop.
     image = all(re.fullmatch(r"pixel_\d+", n) for n in names if n != label_name)
@@ -543,10 +580,12 @@ def inspect(files: list[Path], label: str, options: CsvOptions, where: str) -> d
                 reason = _looks_like(col)  # dates stay out
             else:
                 texts.append(name)
-        elif name not in keep and name not in as_categories and not image:
+        elif name not in keep and name not in as_categories and name not in as_bags and not image:
             reason = _looks_like(col)
         if reason:
             excluded.append({"column": col.original, "feature": name, "reason": reason})
+        elif name not in texts and is_bag(col, name in as_bags, name in as_categories):
+            bags[name] = min(MAX_BAG_VALUES, max(1, col.sample_parts))
         elif name not in texts and is_embedded_category(col, name in as_categories):
             categorical.append(name)
     return {
@@ -559,4 +598,5 @@ def inspect(files: list[Path], label: str, options: CsvOptions, where: str) -> d
         "notices": notices,
         "text": texts,
         "categorical": categorical,
+        "bags": bags,
     }

@@ -8,6 +8,10 @@
   vocabulary of their 100,000 most frequent values plus one id for all others
   (`tft.compute_and_apply_vocabulary`, a run artifact); each one's id comes after the one-hot
   strings in `x`, as a float32 value, and the model embeds it.
+- Multi-valued features (`Animation|Children`) are split at the separator; each value goes
+  through a vocabulary of the 100,000 most frequent values (ids from 1, one id for any other)
+  and each row keeps up to its bag length of ids, 0 padding, after the categories in `x`; the
+  model averages the values' embeddings.
 - Text features are tokenised (components/data/text.py), looked up in a vocabulary of their
   most frequent tokens (`tft.compute_and_apply_vocabulary`, a run artifact) and padded or cut to
   `max_tokens` ids, 0 being padding. They come last in `x`, as float32 values (token ids are
@@ -116,9 +120,29 @@ def features_to_x(inputs: dict, spec: DataSpec) -> tf.Tensor:
         parts.append(tf.one_hot(tf.reshape(ids, [-1]), VOCAB_TOP_K + 1, dtype=tf.float32))
     for name in spec.categorical_features:
         parts.append(tf.cast(category_ids(inputs[name], name), tf.float32))
+    for name, length in spec.bag_features:
+        parts.append(tf.cast(bag_ids(inputs[name], name, length, spec.bag_separator), tf.float32))
     for name in spec.text_features:
         parts.append(tf.cast(text_ids(inputs[name], name, spec), tf.float32))
     return tf.concat(parts, axis=1)
+
+
+def bag_vocab(feature: str) -> str:
+    """The name of a multi-valued feature's vocabulary in Transform's assets."""
+    return f"bag_{feature}"
+
+
+def bag_ids(raw, name: str, length: int, separator: str) -> tf.Tensor:
+    """[batch, length] int64 ids of a multi-valued feature: its values split at `separator`
+    and stripped, 1.. for the vocabulary (most frequent first), len(vocabulary) + 1 for any
+    other value, 0 for padding; values beyond `length` are cut."""
+    values = tf.reshape(_dense(raw, ""), [-1])
+    parts = tf.ragged.map_flat_values(tf.strings.strip, tf.strings.split(values, sep=separator))
+    parts = tf.ragged.boolean_mask(parts, tf.strings.length(parts) > 0)
+    ids = tft.compute_and_apply_vocabulary(
+        parts, top_k=CATEGORY_TOP_K, num_oov_buckets=1, vocab_filename=bag_vocab(name)
+    )
+    return text.tf_pad_ids(ids + 1, length)
 
 
 def category_vocab(feature: str) -> str:
@@ -162,6 +186,7 @@ def feature_width(spec: DataSpec) -> int:
         sum(n for _, n in spec.numeric_features)
         + len(spec.string_features) * (VOCAB_TOP_K + 1)
         + len(spec.categorical_features)
+        + sum(length for _, length in spec.bag_features)
         + len(spec.text_features) * spec.max_tokens
     )
 
@@ -171,11 +196,12 @@ def feature_slices(spec: DataSpec) -> tuple[tuple[str, int, int], ...]:
     out, start = [], 0
     if spec.image_shape is not None:
         widths = list(spec.numeric_features)
-    else:  # features_to_x's order: scalars, vectors, one-hot strings, categories, text
+    else:  # features_to_x's order: scalars, vectors, one-hot strings, categories, bags, text
         widths = [f for f in spec.numeric_features if f[1] == 1]
         widths += [f for f in spec.numeric_features if f[1] > 1]
         widths += [(n, VOCAB_TOP_K + 1) for n in spec.string_features]
         widths += [(n, 1) for n in spec.categorical_features]
+        widths += list(spec.bag_features)
         widths += [(n, spec.max_tokens) for n in spec.text_features]
     for name, width in widths:
         out.append((name, start, start + width))
@@ -189,6 +215,7 @@ def model_spec(spec: DataSpec, width: int, custom_preprocessing: bool = False) -
         tuple(n for n, _ in spec.numeric_features)
         + tuple(spec.string_features)
         + tuple(spec.categorical_features)
+        + tuple(n for n, _ in spec.bag_features)
         + tuple(spec.text_features)
     )
     image = spec.image_shape
@@ -204,6 +231,7 @@ def model_spec(spec: DataSpec, width: int, custom_preprocessing: bool = False) -
         image_shape=image,
         text_features=() if custom_preprocessing else tuple(spec.text_features),
         categorical_features=() if custom_preprocessing else tuple(spec.categorical_features),
+        bag_features=() if custom_preprocessing else tuple(n for n, _ in spec.bag_features),
         vocab_size=spec.vocab_size,
         max_tokens=spec.max_tokens,
     )

@@ -35,6 +35,8 @@ def format_data(data: DataSpec) -> str:
     types.update(dict.fromkeys(data.text_features, "text"))
     kinds.update(dict.fromkeys(data.categorical_features, "category"))
     types.update(dict.fromkeys(data.categorical_features, "category"))
+    kinds.update(dict.fromkeys((n for n, _ in data.bag_features), "bag"))
+    types.update(dict.fromkeys((n for n, _ in data.bag_features), "bag"))
     width = max([len(data.original_name(n)) for n in kinds] + [6])
     lines.append("")
     lines.append(f"  {'column':<{width}}  {'feature':<{width}}  {'type':<8}  missing")
@@ -72,6 +74,11 @@ def format_data(data: DataSpec) -> str:
             f"category     {data.original_name(name)!r}: a vocabulary of its values (the "
             f"{CATEGORY_TOP_K:,} most frequent, then {CATEGORY_OOV_BUCKETS} id for any "
             "other) and a learned embedding"
+        )
+    for name, length in data.bag_features:
+        lines.append(
+            f"bag          {data.original_name(name)!r}: several values per cell, split at "
+            f"{data.bag_separator!r}, up to {length} kept; each value embedded, their mean used"
         )
     if data.image_shape:
         h, w, c = data.image_shape

@@ -14,7 +14,7 @@ import keras
 
 from core.names import BERT_SIZE_NAMES, PREDICTIONS, PROBABILITIES
 
-MODEL_NAMES = ("bert", "cnn", "mlp", "resnet50", "transformer")
+MODEL_NAMES = ("bert", "cnn", "dlrm", "mlp", "resnet50", "transformer")
 # (layers, hidden width, attention heads); base is BERT-base's shape.
 BERT_SIZES = dict(
     zip(BERT_SIZE_NAMES, ((2, 128, 2), (4, 256, 4), (4, 512, 8), (12, 768, 12)), strict=True)
@@ -76,20 +76,28 @@ def embedding_dim(size: int) -> int:
     return max(4, min(64, round(1.6 * size**0.56)))
 
 
-def tabular(inputs, stop: int, categorical: tuple = ()):
+def tabular(inputs, stop: int, categorical: tuple = (), bags: tuple = ()):
     """Columns [0, stop) of `x`: the numeric and one-hot ones as they are, each categorical
-    feature's id (name, start, stop, size) through its own embedding. The ids are cut out and
-    cast to integers in float32 (TokenIds); the tables are float32 variables under every
-    policy and the lookups give the compute dtype (Keras' Embedding under a mixed policy)."""
-    if not categorical:
+    feature's id (name, start, stop, size) through its own embedding, each multi-valued
+    feature's ids (name, start, stop, size) through its own embedding and their mean over the
+    present values (0 pads). The ids are cut out and cast to integers in float32 (TokenIds);
+    the tables are float32 variables under every policy and the lookups give the compute dtype
+    (Keras' Embedding under a mixed policy)."""
+    embedded = sorted(
+        [(*c, False) for c in categorical] + [(*b, True) for b in bags], key=lambda c: c[1]
+    )
+    if not embedded:
         return Columns(0, stop, name="dense_columns")(inputs) if stop < inputs.shape[1] else inputs
     parts, at = [], 0
-    for name, start, end, size in sorted(categorical, key=lambda c: c[1]):
+    for name, start, end, size, bag in embedded:
         if start > at:
             parts.append(Columns(at, start, name=f"columns_{at}_{start}")(inputs))
-        ids = TokenIds(start, end, name=f"{name}_id")(inputs)
+        ids = TokenIds(start, end, name=f"{name}_id{'s' if bag else ''}")(inputs)
         vectors = keras.layers.Embedding(size, embedding_dim(size), name=f"{name}_embedding")(ids)
-        parts.append(keras.layers.Flatten(name=f"{name}_vector")(vectors))
+        if bag:
+            parts.append(MaskedMeanPool(name=f"{name}_mean")(vectors, ids))
+        else:
+            parts.append(keras.layers.Flatten(name=f"{name}_vector")(vectors))
         at = end
     if stop > at:
         parts.append(Columns(at, stop, name=f"columns_{at}_{stop}")(inputs))
@@ -97,12 +105,12 @@ def tabular(inputs, stop: int, categorical: tuple = ()):
 
 
 def build_mlp(
-    input_dim: int, num_classes: int, width: int = 128, categorical: tuple = ()
+    input_dim: int, num_classes: int, width: int = 128, categorical: tuple = (), bags: tuple = ()
 ) -> keras.Model:
-    """A two-hidden-layer MLP for tabular data; categorical features (name, start, stop, size)
-    are embedded first."""
+    """A two-hidden-layer MLP for tabular data; categorical and multi-valued features (name,
+    start, stop, size) are embedded first."""
     inputs = keras.Input((input_dim,), name="x")
-    x = tabular(inputs, input_dim, categorical)
+    x = tabular(inputs, input_dim, categorical, bags)
     x = keras.layers.Dense(width, activation="relu")(x)
     x = keras.layers.Dense(width, activation="relu")(x)
     return keras.Model(inputs, _head(x, num_classes), name="mlp")
@@ -296,6 +304,7 @@ def build_bert(
     vocab_size: int,
     size: str = "tiny",
     categorical: tuple = (),
+    bags: tuple = (),
 ) -> keras.Model:
     """A BERT-style encoder per text feature; the other columns of `x` (tabular features) are
     concatenated after pooling."""
@@ -321,7 +330,7 @@ def build_bert(
         first = min(start for _, start, _ in text_slices)
         if other != list(range(first)):
             raise ValueError(f"text features must come last in x; tabular columns {other[:5]}")
-        parts.append(tabular(inputs, first, categorical))
+        parts.append(tabular(inputs, first, categorical, bags))
     x = parts[0] if len(parts) == 1 else keras.layers.Concatenate(name="pooled_and_tabular")(parts)
     return keras.Model(inputs, _head(x, num_classes), name="bert")
 
@@ -340,11 +349,87 @@ def categorical_slices(spec) -> tuple[tuple[str, int, int, int], ...]:
     )
 
 
+@keras.saving.register_keras_serializable(package="amp_pipeline")
+class DotInteraction(keras.layers.Layer):
+    """DLRM's feature interaction: [batch, n, dim] vectors -> the n(n-1)/2 pairwise dot
+    products, in the compute dtype (NVIDIA's DLRM runs it in half precision)."""
+
+    def call(self, vectors):
+        n = vectors.shape[1]
+        dots = keras.ops.matmul(vectors, keras.ops.transpose(vectors, (0, 2, 1)))
+        rows, cols = zip(*[(i, j) for i in range(n) for j in range(i)], strict=True)
+        flat = keras.ops.reshape(dots, (-1, n * n))
+        return keras.ops.take(flat, [r * n + c for r, c in zip(rows, cols, strict=True)], axis=1)
+
+    def compute_output_spec(self, vectors):
+        n = vectors.shape[1]
+        return keras.KerasTensor((vectors.shape[0], n * (n - 1) // 2), dtype=self.compute_dtype)
+
+
+def build_dlrm(
+    input_dim: int,
+    num_classes: int,
+    categorical: tuple = (),
+    dim: int = 64,
+    bottom: tuple[int, ...] = (256, 128),
+    top: tuple[int, ...] = (512, 256),
+    bags: tuple = (),
+) -> keras.Model:
+    """A DLRM-style recommender (Naumov et al. 2019, NVIDIA's recipe): the dense columns through
+    a bottom MLP to `dim`, each categorical feature (name, start, stop, size) through its own
+    `dim`-wide embedding (float32 tables), the pairwise dot products of all those vectors, and
+    a top MLP over [bottom output, dots]."""
+    if bags:
+        raise ValueError(
+            "Invalid value for argument model: 'dlrm' takes one id per category; this data has "
+            f"multi-valued columns ({', '.join(b[0] for b in bags)}): use 'mlp'"
+        )
+    if not categorical:
+        raise ValueError(
+            "Invalid value for argument model: 'dlrm' needs categorical features (IDs or "
+            "many-valued strings, or --categorical-columns). Received: model='dlrm'"
+        )
+    inputs = keras.Input((input_dim,), name="x")
+    ids_at = {start for _, start, _, _ in categorical}
+    dense_cols = [i for i in range(input_dim) if i not in ids_at]
+    if dense_cols != list(range(len(dense_cols))):
+        raise ValueError("dlrm: the category ids must come after the dense columns in x")
+    x = Columns(0, len(dense_cols), name="dense_columns")(inputs) if dense_cols else None
+    vectors = []
+    if x is not None:
+        for i, units in enumerate((*bottom, dim)):
+            x = keras.layers.Dense(units, activation="relu", name=f"bottom_{i}")(x)
+        vectors.append(keras.layers.Reshape((1, dim), name="bottom_vector")(x))
+    for name, start, stop, size in categorical:
+        ids = TokenIds(start, stop, name=f"{name}_id")(inputs)
+        vectors.append(keras.layers.Embedding(size, dim, name=f"{name}_embedding")(ids))
+    stacked = keras.layers.Concatenate(axis=1, name="vectors")(vectors)
+    dots = DotInteraction(name="interaction")(stacked)
+    h = keras.layers.Concatenate(name="top_input")([x, dots]) if x is not None else dots
+    for i, units in enumerate(top):
+        h = keras.layers.Dense(units, activation="relu", name=f"top_{i}")(h)
+    return keras.Model(inputs, _head(h, num_classes), name="dlrm")
+
+
+def bag_slices(spec) -> tuple[tuple[str, int, int, int], ...]:
+    """(name, start, stop, number of ids) of each multi-valued feature in `x`."""
+    from core.data_spec import CATEGORY_TOP_K
+
+    where = {name: (start, stop) for name, start, stop in spec.feature_slices}
+    sizes = spec.bag_sizes or (CATEGORY_TOP_K + 2,) * len(spec.bag_features)
+    return tuple(
+        (name, *where[name], size) for name, size in zip(spec.bag_features, sizes, strict=True)
+    )
+
+
 def build_from_spec(name: str, spec, **options) -> keras.Model:
     """Builds built-in `name` for a ModelSpec (components/models/user_module.py): bert reads
     its text features' slices and vocabulary size from it."""
-    if spec.categorical_features and name in ("mlp", "bert"):
-        options = {"categorical": categorical_slices(spec), **options}
+    if name in ("mlp", "bert", "dlrm"):
+        if spec.categorical_features:
+            options = {"categorical": categorical_slices(spec), **options}
+        if spec.bag_features:
+            options = {"bags": bag_slices(spec), **options}
     if name == "bert":
         text = set(spec.text_features)
         slices = tuple(s for s in spec.feature_slices if s[0] in text)
@@ -362,7 +447,8 @@ def build_model(
     """Builds `name` under the current global dtype policy.
 
     `options`: `resolution` for resnet50; `seq_len`, `depth`, `width`, `heads` for transformer;
-    `text_slices`, `vocab_size`, `size` for bert; `categorical` for mlp and bert.
+    `text_slices`, `vocab_size`, `size` for bert; `categorical` for mlp, bert and dlrm (and
+    `dim` for dlrm).
     """
     if name in ("cnn", "resnet50") and image_shape is None:
         raise ValueError(
@@ -380,6 +466,8 @@ def build_model(
         return build_cnn(input_dim, image_shape, num_classes)
     if name == "mlp":
         return build_mlp(input_dim, num_classes, **options)
+    if name == "dlrm":
+        return build_dlrm(input_dim, num_classes, **options)
     raise ValueError(
         f"Invalid value for argument model: expected one of {', '.join(MODEL_NAMES)}. "
         f"Received: model={name!r}"

@@ -57,8 +57,11 @@ class ModelSpec:
         task: "classification" or "regression" (the label standardised: mean 0, std 1).
         categorical_features: the features whose one column of `x` holds a category id (a
             float32 value; cast it to an integer in float32, as for text, and embed it).
-        categorical_sizes: each one's number of ids (its vocabulary plus the hashed buckets
-            for other values), in the same order; ids are below it.
+        categorical_sizes: each one's number of ids (its vocabulary plus one for any other
+            value), in the same order; ids are below it.
+        bag_features: the multi-valued features; each one's slice of `x` (feature_slices)
+            holds its values' ids as float32, 0 for padding.
+        bag_sizes: each one's number of ids (padding, the vocabulary, one for any other).
     """
 
     input_width: int
@@ -73,6 +76,8 @@ class ModelSpec:
     task: str = "classification"
     categorical_features: tuple[str, ...] = ()
     categorical_sizes: tuple[int, ...] = ()
+    bag_features: tuple[str, ...] = ()
+    bag_sizes: tuple[int, ...] = ()
 
     @property
     def output_width(self) -> int:

@@ -169,6 +169,15 @@ def model_spec(spec: TrainSpec):
             for name in mspec.categorical_features
         )
         mspec = dataclasses.replace(mspec, categorical_sizes=sizes)
+    if mspec.bag_features and spec.transform_output:
+        import tensorflow_transform as tft
+
+        transform = tft.TFTransformOutput(spec.transform_output)
+        sizes = tuple(  # padding 0, the vocabulary from 1, one id for any other value
+            transform.vocabulary_size_by_name(preprocessing.bag_vocab(name)) + 2
+            for name in mspec.bag_features
+        )
+        mspec = dataclasses.replace(mspec, bag_sizes=sizes)
     if mspec.text_features and spec.transform_output:
         # The vocabularies Transform built: an embedding table no larger than what was seen.
         import tensorflow_transform as tft
@@ -382,12 +391,31 @@ def ship_vocabularies(spec: TrainSpec, data, out: Path) -> list[dict]:
 
     from components.data import preprocessing, text
 
-    if not data.text_features and not data.categorical_features:
+    if not data.text_features and not data.categorical_features and not data.bag_features:
         return []
     out.mkdir(parents=True, exist_ok=True)
     transform = tft.TFTransformOutput(spec.transform_output)
     slices = {name: (start, stop) for name, start, stop in preprocessing.feature_slices(data)}
     shipped = []
+    for name, length in data.bag_features:
+        source = transform.vocabulary_file_by_name(preprocessing.bag_vocab(name))
+        target = out / f"bag_{name}.txt"
+        shutil.copyfile(source, target)
+        size = len(text.read_vocabulary(target))
+        shipped.append(
+            {
+                "feature": name,
+                "column": data.original_name(name),
+                "kind": "category",
+                "x_columns": list(slices[name]),
+                "vocabulary_file": target.name,
+                "vocabulary_size": size,
+                "separator": data.bag_separator,
+                "values_kept": length,
+                "id": "1 + the value's line number (0-based) in the vocabulary file; 0 pads",
+                "oov_id": size + 1,
+            }
+        )
     for name in data.categorical_features:
         source = transform.vocabulary_file_by_name(preprocessing.category_vocab(name))
         target = out / f"categories_{name}.txt"

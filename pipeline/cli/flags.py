@@ -48,7 +48,8 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
         "--model",
         choices=MODELS,
         default=DEFAULTS.model,
-        help="bert for text, cnn for images, mlp for tabular; auto picks (default: %(default)s)",
+        help="bert for text, cnn for images, mlp for tabular, dlrm for IDs (a DLRM-style "
+        "recommender); auto picks (default: %(default)s)",
     )
     p.add_argument(
         "--bert-size",
@@ -272,7 +273,21 @@ def add_csv_flags(p: argparse.ArgumentParser) -> None:
         type=argtypes.names,
         default=(),
         metavar="LIST",
-        help="string columns to use as categories (whole values), although they look like text",
+        help="columns to use as categories (whole values, embedded past 16 of them): strings "
+        "that look like text, or integer IDs",
+    )
+    p.add_argument(
+        "--multi-value-columns",
+        type=argtypes.names,
+        default=(),
+        metavar="LIST",
+        help="string columns whose cells hold several values joined by --separator (by "
+        "default a string column with the separator in 10%% of its values is one)",
+    )
+    p.add_argument(
+        "--separator",
+        default=CsvOptions.separator,
+        help="what joins the values of a multi-valued cell (default: %(default)s)",
     )
     p.add_argument(
         "--vocab-size",
