@@ -19,6 +19,9 @@ from tests.helpers import CHEAP, csv_rows, free_port, write_csv
 pytestmark = pytest.mark.e2e
 MODEL = "gems"
 EFFECT = {"Fair": -300.0, "Good": 0.0, "Ideal": 400.0}
+# The gate's thresholds are unit-tested (tests/test_regression.py); here they are loosened so that
+# the mechanics are tested alike on every CPU (bfloat16 moved this MAE by +2.3% on one run).
+LOOSE = ("--error-tolerance", "0.1", "--min-speedup", "0")
 TAGS = {"certified": 250.0, "vintage": 150.0, "heated": -200.0, "polished": 50.0, "rare": 500.0}
 
 
@@ -51,7 +54,7 @@ def gems_run(tmp_path_factory):
     result = run_cli(
         "run", "--data", str(data), "--label", "price", "--output", str(out),
         "--train-steps", "200", "--tflite", "float32,dynamic_int8,int8", "--speed-rounds", "0",
-        "--min-speedup", "0",
+        *LOOSE,
     )  # fmt: skip
     return data, out, result
 
@@ -82,7 +85,7 @@ def test_a_price_label_is_trained_as_regression_and_gated_on_its_errors(gems_run
         assert m["r2"] > 0.8 and m["mae"] < 400, (twin, m)
     rules = {r["name"]: r for r in summary["gate"]["rules"]}
     assert rules["error_parity"]["outcome"] in ("pass", "unproven")
-    assert rules["error_parity"]["n"] > 250 and rules["error_parity"]["threshold"] == 0.02
+    assert rules["error_parity"]["n"] > 250 and rules["error_parity"]["threshold"] == 0.1
     assert rules["beats_mean"]["passed"] and rules["beats_mean"]["value"] < -0.5
     assert rules["production_regression"]["outcome"] == "skipped"
     assert "accuracy_parity" not in rules and "min_accuracy" not in rules
@@ -179,7 +182,7 @@ def test_a_second_run_is_judged_against_the_production_model(gems_run):
     assert first.returncode == 0
     result = run_cli(
         "run", "--data", str(data), "--label", "price", "--output", str(out),
-        "--train-steps", "200", "--no-cache", "--min-speedup", "0", *CHEAP,
+        "--train-steps", "200", "--no-cache", *LOOSE, *CHEAP,
     )  # fmt: skip
     assert result.returncode in (0, 3), result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads((out / "run_summary.json").read_text())
