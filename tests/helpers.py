@@ -197,3 +197,45 @@ LOOSE_GATE = ("--accuracy-tolerance", "0.05", "--min-speedup", "0", "--tflite-ma
 # conversion, no side-by-side timing (the speed rule then judges the trainers' own
 # throughputs). The digits run of test_pipeline_e2e.py tests both, at their defaults.
 CHEAP = ("--tflite", "none", "--speed-rounds", "0")
+
+
+def predict_over_both_protocols(model_dir: Path, model: str, request: Path) -> dict:
+    """`amp-pipeline serve` on `model_dir` (the pushed model's folder), then `amp-pipeline
+    predict --csv request` over gRPC and over REST: {protocol: CompletedProcess}. The server is
+    stopped whatever happens."""
+    import subprocess
+    import sys
+
+    from benchmarks.serving_load import stop_server, wait_ready
+    from serving.client import ClientConfig
+    from tests.conftest import ROOT, clean_env, run_cli
+
+    grpc_port, rest_port = free_port(), free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable, "-m", "pipeline.cli", "serve", "--model-dir", str(model_dir),
+            "--grpc-port", str(grpc_port), "--rest-port", str(rest_port),
+        ],
+        cwd=ROOT, env=clean_env(), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_ready(ClientConfig(grpc_port=grpc_port, rest_port=rest_port), server, model)
+        return {
+            protocol: run_cli(
+                "predict",
+                "--model",
+                model,
+                "--csv",
+                str(request),
+                "--protocol",
+                protocol,
+                "--grpc-port",
+                str(grpc_port),
+                "--rest-port",
+                str(rest_port),
+            )  # fmt: skip
+            for protocol in ("grpc", "rest")
+        }
+    finally:
+        stop_server(server)

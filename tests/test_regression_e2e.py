@@ -5,16 +5,12 @@ units over gRPC and REST, TFLite parity recorded, and a second run judged agains
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from benchmarks.serving_load import stop_server, wait_ready
-from serving.client import ClientConfig
-from tests.conftest import ROOT, clean_env, run_cli
-from tests.helpers import CHEAP, csv_rows, free_port, write_csv
+from tests.conftest import ROOT, run_cli
+from tests.helpers import CHEAP, csv_rows, predict_over_both_protocols, write_csv
 
 pytestmark = pytest.mark.e2e
 MODEL = "gems"
@@ -125,36 +121,7 @@ def test_the_pushed_model_answers_prices_over_grpc_and_rest(gems_run, tmp_path):
     assert result.returncode == 0
     rows = csv_rows(data)[:12]
     request = write_csv(tmp_path / "rows.csv", [{k: r[k] for k in r if k != "price"} for r in rows])
-    grpc_port, rest_port = free_port(), free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable, "-m", "pipeline.cli", "serve",
-            "--model-dir", str(out / "serving" / MODEL),
-            "--grpc-port", str(grpc_port), "--rest-port", str(rest_port),
-        ],
-        cwd=ROOT, env=clean_env(), stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        wait_ready(ClientConfig(grpc_port=grpc_port, rest_port=rest_port), server, MODEL)
-        answers = {
-            protocol: run_cli(
-                "predict",
-                "--model",
-                MODEL,
-                "--csv",
-                str(request),
-                "--protocol",
-                protocol,
-                "--grpc-port",
-                str(grpc_port),
-                "--rest-port",
-                str(rest_port),
-            )  # fmt: skip
-            for protocol in ("grpc", "rest")
-        }
-    finally:
-        stop_server(server)
+    answers = predict_over_both_protocols(out / "serving" / MODEL, MODEL, request)
     pushed = json.loads((out / "run_summary.json").read_text())["exports"]["saved_model"]
     want = (
         tf.saved_model.load(pushed)

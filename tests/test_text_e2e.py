@@ -5,17 +5,13 @@ project's tokenizer and the vocabulary shipped beside it."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from benchmarks.serving_load import stop_server, wait_ready
-from serving.client import ClientConfig
-from tests.conftest import ROOT, clean_env, run_cli
-from tests.helpers import free_port, text_rows, write_csv
+from tests.conftest import run_cli
+from tests.helpers import predict_over_both_protocols, text_rows, write_csv
 
 pytestmark = pytest.mark.e2e
 MODEL = "posts"
@@ -117,36 +113,7 @@ def test_the_pushed_model_answers_raw_text_over_grpc_and_rest(text_run, tmp_path
     request = write_csv(
         tmp_path / "rows.csv", [{"post": r["post"], "likes": r["likes"]} for r in rows]
     )
-    grpc_port, rest_port = free_port(), free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable, "-m", "pipeline.cli", "serve",
-            "--model-dir", str(out / "serving" / MODEL),
-            "--grpc-port", str(grpc_port), "--rest-port", str(rest_port),
-        ],
-        cwd=ROOT, env=clean_env(), stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        wait_ready(ClientConfig(grpc_port=grpc_port, rest_port=rest_port), server, MODEL)
-        answers = {
-            protocol: run_cli(
-                "predict",
-                "--model",
-                MODEL,
-                "--csv",
-                str(request),
-                "--protocol",
-                protocol,
-                "--grpc-port",
-                str(grpc_port),
-                "--rest-port",
-                str(rest_port),
-            )  # fmt: skip
-            for protocol in ("grpc", "rest")
-        }
-    finally:
-        stop_server(server)
+    answers = predict_over_both_protocols(out / "serving" / MODEL, MODEL, request)
     pushed = json.loads((out / "run_summary.json").read_text())["exports"]["saved_model"]
     want = tf.saved_model.load(pushed).signatures["predict_raw"](
         post=tf.constant([r["post"] for r in rows]),

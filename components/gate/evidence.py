@@ -29,40 +29,35 @@ def load_predictions(run_dir: str) -> dict:
         return {k: f[k] for k in f.files}
 
 
-def correctness(fp32_dir: str, amp_dir: str) -> tuple[list[int], np.ndarray, np.ndarray]:
-    """(seeds, AMP right, float32 right): per-example correctness, shape (seeds, n), for every
-    seed both twins trained, in the same order."""
+def paired_outcomes(
+    fp32_dir: str, amp_dir: str, outcome
+) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """(seeds, AMP outcomes, float32 outcomes), shape (seeds, n), for every seed both twins
+    trained, in the same order: `outcome(predictions, labels)` per example."""
     fp32, amp = load_predictions(fp32_dir), load_predictions(amp_dir)
     if not np.array_equal(fp32["labels"], amp["labels"]):
         raise ValueError(
             "the twins' eval predictions are not over the same examples in the same order"
         )
     labels = amp["labels"]
-    seeds, amp_right, fp32_right = [], [], []
+    seeds, amp_out, fp32_out = [], [], []
     for i, seed in enumerate(amp["seeds"]):
         j = int(np.flatnonzero(fp32["seeds"] == seed)[0]) if seed in fp32["seeds"] else i
         seeds.append(int(seed))
-        amp_right.append(amp["predictions"][i] == labels)
-        fp32_right.append(fp32["predictions"][j] == labels)
-    return seeds, np.stack(amp_right), np.stack(fp32_right)
+        amp_out.append(outcome(amp["predictions"][i], labels))
+        fp32_out.append(outcome(fp32["predictions"][j], labels))
+    return seeds, np.stack(amp_out), np.stack(fp32_out)
+
+
+def correctness(fp32_dir: str, amp_dir: str) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """(seeds, AMP right, float32 right): per-example correctness, shape (seeds, n)."""
+    return paired_outcomes(fp32_dir, amp_dir, np.equal)
 
 
 def absolute_errors(fp32_dir: str, amp_dir: str) -> tuple[list[int], np.ndarray, np.ndarray]:
     """(seeds, AMP |error|, float32 |error|) of a regression label, shape (seeds, n), in the
-    label's units, for every seed both twins trained."""
-    fp32, amp = load_predictions(fp32_dir), load_predictions(amp_dir)
-    if not np.array_equal(fp32["labels"], amp["labels"]):
-        raise ValueError(
-            "the twins' eval predictions are not over the same examples in the same order"
-        )
-    labels = amp["labels"]
-    seeds, amp_err, fp32_err = [], [], []
-    for i, seed in enumerate(amp["seeds"]):
-        j = int(np.flatnonzero(fp32["seeds"] == seed)[0]) if seed in fp32["seeds"] else i
-        seeds.append(int(seed))
-        amp_err.append(np.abs(amp["predictions"][i] - labels))
-        fp32_err.append(np.abs(fp32["predictions"][j] - labels))
-    return seeds, np.stack(amp_err), np.stack(fp32_err)
+    label's units."""
+    return paired_outcomes(fp32_dir, amp_dir, lambda p, y: np.abs(p - y))
 
 
 def pooled_errors(fp32_dir: str, amp_dir: str) -> ErrorPairs:

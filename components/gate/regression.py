@@ -18,7 +18,14 @@ from __future__ import annotations
 import math
 
 from components.gate import stats as gate_stats
-from components.gate.rules import GateConfig, Measurements, Rule, from_evidence, min_speedup
+from components.gate.rules import (
+    GateConfig,
+    Measurements,
+    Rule,
+    decision_of,
+    from_evidence,
+    min_speedup,
+)
 
 
 def error_parity(pairs: gate_stats.ErrorPairs, cfg: GateConfig) -> Rule:
@@ -105,17 +112,12 @@ def decide(
 ) -> dict:
     """Every rule's outcome and the decision: promoted only if every rule passed. `speed` is
     read by min_speedup only (throughputs, policy, side-by-side result)."""
-    rules = [
-        error_parity(parity, cfg),
-        beats_mean(baseline, label_mean),
-        production_regression(production, cfg),
-        min_speedup(speed, cfg),
-        *extra,
-    ]
-    passed = all(r.passed for r in rules)
-    return {
-        "passed": passed,
-        "decision": "promoted" if passed else "rejected",
-        "failed": [r.name for r in rules if not r.passed],
-        "rules": [r.to_dict() for r in rules],
-    }
+    return decision_of(
+        [
+            error_parity(parity, cfg),
+            beats_mean(baseline, label_mean),
+            production_regression(production, cfg),
+            min_speedup(speed, cfg),
+            *extra,
+        ]
+    )

@@ -369,7 +369,11 @@ def serving_rule(report: dict) -> Rule:
 
 def decide(m: Measurements, cfg: GateConfig, extra: tuple[Rule, ...] = ()) -> dict:
     """Every rule's outcome and the decision: promoted only if every rule passed."""
-    rules = [rule(m, cfg) for rule in RULES] + list(extra)
+    return decision_of([rule(m, cfg) for rule in RULES] + list(extra))
+
+
+def decision_of(rules: list[Rule]) -> dict:
+    """Promoted only if every rule passed; the failed rules, and every rule's record."""
     passed = all(r.passed for r in rules)
     return {
         "passed": passed,

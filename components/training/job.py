@@ -382,9 +382,10 @@ def export_edge_models(spec: TrainSpec, model, train_ds, eval_x, eval_y) -> dict
 
 
 def ship_vocabularies(spec: TrainSpec, data, out: Path) -> list[dict]:
-    """Copies each text feature's vocabulary (`vocab_<feature>.txt`) and each categorical
-    feature's (`categories_<feature>.txt`) from Transform's output next to the TFLite models
-    and says where their ids sit in `x` (the sidecar's `text`)."""
+    """Copies each text feature's vocabulary (`vocab_<feature>.txt`), each categorical
+    feature's (`categories_<feature>.txt`) and each multi-valued feature's (`bag_<feature>.txt`)
+    from Transform's output next to the TFLite models and says where their ids sit in `x`
+    (the sidecar's `text`, and `categories` for the others: `kind` "category")."""
     import shutil
 
     import tensorflow_transform as tft
@@ -396,63 +397,41 @@ def ship_vocabularies(spec: TrainSpec, data, out: Path) -> list[dict]:
     out.mkdir(parents=True, exist_ok=True)
     transform = tft.TFTransformOutput(spec.transform_output)
     slices = {name: (start, stop) for name, start, stop in preprocessing.feature_slices(data)}
-    shipped = []
-    for name, length in data.bag_features:
-        source = transform.vocabulary_file_by_name(preprocessing.bag_vocab(name))
-        target = out / f"bag_{name}.txt"
-        shutil.copyfile(source, target)
+
+    def ship(name: str, vocab: str, prefix: str, **facts) -> dict:
+        target = out / f"{prefix}_{name}.txt"
+        shutil.copyfile(transform.vocabulary_file_by_name(vocab), target)
         size = len(text.read_vocabulary(target))
-        shipped.append(
-            {
-                "feature": name,
-                "column": data.original_name(name),
-                "kind": "category",
-                "x_columns": list(slices[name]),
-                "vocabulary_file": target.name,
-                "vocabulary_size": size,
-                "separator": data.bag_separator,
-                "values_kept": length,
-                "id": "1 + the value's line number (0-based) in the vocabulary file; 0 pads",
-                "oov_id": size + 1,
-            }
-        )
-    for name in data.categorical_features:
-        source = transform.vocabulary_file_by_name(preprocessing.category_vocab(name))
-        target = out / f"categories_{name}.txt"
-        shutil.copyfile(source, target)
-        size = len(text.read_vocabulary(target))
-        shipped.append(
-            {
-                "feature": name,
-                "column": data.original_name(name),
-                "kind": "category",
-                "x_columns": list(slices[name]),
-                "vocabulary_file": target.name,
-                "vocabulary_size": size,
-                "id": "the value's line number (0-based) in the vocabulary file",
-                "oov_id": size,
-            }
-        )
-    for name in data.text_features:
-        source = transform.vocabulary_file_by_name(preprocessing.vocab_filename(name))
-        target = out / f"vocab_{name}.txt"
-        shutil.copyfile(source, target)
-        vocabulary = text.read_vocabulary(target)
-        start, stop = slices[name]
-        shipped.append(
-            {
-                "feature": name,
-                "column": data.original_name(name),
-                "x_columns": [start, stop],
-                "vocabulary_file": target.name,
-                "vocabulary_size": len(vocabulary),
-                "max_tokens": data.max_tokens,
-                "padding_id": text.PAD_ID,
-                "oov_id": text.oov_id(len(vocabulary)),
-                "tokenizer": "components/data/text.py: encode()",
-            }
-        )
-    return shipped
+        return {
+            "feature": name,
+            "column": data.original_name(name),
+            "x_columns": list(slices[name]),
+            "vocabulary_file": target.name,
+            "vocabulary_size": size,
+            **{k: v(size) if callable(v) else v for k, v in facts.items()},
+        }
+
+    return [
+        *(
+            ship(name, preprocessing.bag_vocab(name), "bag", kind="category",
+                 separator=data.bag_separator, values_kept=length,
+                 id="1 + the value's line number (0-based) in the vocabulary file; 0 pads",
+                 oov_id=lambda size: size + 1)
+            for name, length in data.bag_features
+        ),
+        *(
+            ship(name, preprocessing.category_vocab(name), "categories", kind="category",
+                 id="the value's line number (0-based) in the vocabulary file",
+                 oov_id=lambda size: size)
+            for name in data.categorical_features
+        ),
+        *(
+            ship(name, preprocessing.vocab_filename(name), "vocab", max_tokens=data.max_tokens,
+                 padding_id=text.PAD_ID, oov_id=text.oov_id,
+                 tokenizer="components/data/text.py: encode()")
+            for name in data.text_features
+        ),
+    ]  # fmt: skip
 
 
 def distributed(spec: TrainSpec, strategy) -> tuple[TrainSpec, dict | None]:
