@@ -195,3 +195,24 @@ def test_the_two_tower_example_reads_the_categories_from_its_spec_and_trains():
         assert history[-1] < 0.7 * history[0], history
     finally:
         keras.mixed_precision.set_global_policy("float32")
+
+
+def test_a_module_gets_category_sizes_before_transform_has_run(tmp_path):
+    """check-model builds the module from the input check's DataSpec alone: the sizes are
+    upper bounds then (the two-tower example failed to build on an empty tuple)."""
+    from components.data.preprocessing import feature_width, model_spec
+    from components.models import user_module
+    from components.models.user_module import ModuleRef
+
+    path = tmp_path / "r.csv"
+    path.write_text(
+        "userId,movieId,rating\n"
+        + "".join(f"{i % 40},{i % 70},{(i % 9) / 2 + 0.5}\n" for i in range(400))
+    )
+    data = prepare(str(path), "rating", tmp_path / "w")
+    spec = model_spec(data, feature_width(data))
+    assert spec.categorical_features == ("userId", "movieId")
+    assert spec.categorical_sizes == (100_001, 100_001)
+    ref = ModuleRef(ref=str(ROOT / "examples" / "two_tower.py"))
+    model = user_module.build(ref, user_module.load(ref), spec)
+    assert model.get_layer("user_table").input_dim == 100_001

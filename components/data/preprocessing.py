@@ -218,6 +218,8 @@ def model_spec(spec: DataSpec, width: int, custom_preprocessing: bool = False) -
         + tuple(n for n, _ in spec.bag_features)
         + tuple(spec.text_features)
     )
+    categorical = () if custom_preprocessing else tuple(spec.categorical_features)
+    bags = () if custom_preprocessing else tuple(n for n, _ in spec.bag_features)
     image = spec.image_shape
     if image is not None and image[0] * image[1] * image[2] != width:
         image = None  # a user preprocessing_fn changed the layout
@@ -230,8 +232,12 @@ def model_spec(spec: DataSpec, width: int, custom_preprocessing: bool = False) -
         feature_slices=() if custom_preprocessing else feature_slices(spec),
         image_shape=image,
         text_features=() if custom_preprocessing else tuple(spec.text_features),
-        categorical_features=() if custom_preprocessing else tuple(spec.categorical_features),
-        bag_features=() if custom_preprocessing else tuple(n for n, _ in spec.bag_features),
+        categorical_features=categorical,
+        # Upper bounds until Transform has built the vocabularies (components/training/job.py
+        # replaces them with their sizes).
+        categorical_sizes=(CATEGORY_TOP_K + CATEGORY_OOV_BUCKETS,) * len(categorical),
+        bag_features=bags,
+        bag_sizes=(CATEGORY_TOP_K + 2,) * len(bags),
         vocab_size=spec.vocab_size,
         max_tokens=spec.max_tokens,
     )

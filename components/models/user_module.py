@@ -58,7 +58,8 @@ class ModelSpec:
         categorical_features: the features whose one column of `x` holds a category id (a
             float32 value; cast it to an integer in float32, as for text, and embed it).
         categorical_sizes: each one's number of ids (its vocabulary plus one for any other
-            value), in the same order; ids are below it.
+            value), in the same order; ids are below it. Before Transform has run
+            (`check-model`'s first look) an upper bound, 100,001.
         bag_features: the multi-valued features; each one's slice of `x` (feature_slices)
             holds its values' ids as float32, 0 for padding.
         bag_sizes: each one's number of ids (padding, the vocabulary, one for any other).
