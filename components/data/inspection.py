@@ -537,7 +537,11 @@ def inspect(files: list[Path], label: str, options: CsvOptions, where: str) -> d
     as_text = _resolve_names(options.text_columns, fmt, "--text-columns", where)
     as_categories = _resolve_names(options.categorical_columns, fmt, "--categorical-columns", where)
     as_bags = _resolve_names(options.multi_value_columns, fmt, "--multi-value-columns", where)
-    for flag, named in (("--text-columns", as_text), ("--categorical-columns", as_categories)):
+    for flag, named in (
+        ("--text-columns", as_text),
+        ("--categorical-columns", as_categories),
+        ("--multi-value-columns", as_bags),
+    ):
         if label_name in named:
             raise InputError(f"{flag} {label}: that is the label")
     columns, label_figures, rows, fmt = _scan(files, fmt, label_name, options.separator)
