@@ -150,45 +150,34 @@ def input_width(spec: TrainSpec) -> int:
 
 
 def model_spec(spec: TrainSpec):
-    """The ModelSpec `build_model(spec)` receives."""
+    """The ModelSpec `build_model(spec)` receives, with the sizes of the vocabularies Transform
+    built (categories, bags; for text, an embedding table no larger than what was seen)."""
     from components.data import preprocessing
-    from core.data_spec import DataSpec
+    from core.data_spec import CATEGORY_OOV_BUCKETS, DataSpec
 
     custom = bool(spec.model_module and spec.model_module.get("preprocessing"))
     data = DataSpec.from_dict(spec.data_spec)
     mspec = preprocessing.model_spec(data, input_width(spec), custom)
-    if mspec.categorical_features and spec.transform_output:
-        import tensorflow_transform as tft
+    embedded = mspec.categorical_features or mspec.bag_features or mspec.text_features
+    if not (embedded and spec.transform_output):
+        return mspec
+    import tensorflow_transform as tft
 
-        from core.data_spec import CATEGORY_OOV_BUCKETS
-
-        transform = tft.TFTransformOutput(spec.transform_output)
-        sizes = tuple(
-            transform.vocabulary_size_by_name(preprocessing.category_vocab(name))
-            + CATEGORY_OOV_BUCKETS
+    size = tft.TFTransformOutput(spec.transform_output).vocabulary_size_by_name
+    changes = {}
+    if mspec.categorical_features:
+        changes["categorical_sizes"] = tuple(
+            size(preprocessing.category_vocab(name)) + CATEGORY_OOV_BUCKETS
             for name in mspec.categorical_features
         )
-        mspec = dataclasses.replace(mspec, categorical_sizes=sizes)
-    if mspec.bag_features and spec.transform_output:
-        import tensorflow_transform as tft
-
-        transform = tft.TFTransformOutput(spec.transform_output)
-        sizes = tuple(  # padding 0, the vocabulary from 1, one id for any other value
-            transform.vocabulary_size_by_name(preprocessing.bag_vocab(name)) + 2
-            for name in mspec.bag_features
+    if mspec.bag_features:  # padding 0, the vocabulary from 1, one id for any other value
+        changes["bag_sizes"] = tuple(
+            size(preprocessing.bag_vocab(name)) + 2 for name in mspec.bag_features
         )
-        mspec = dataclasses.replace(mspec, bag_sizes=sizes)
-    if mspec.text_features and spec.transform_output:
-        # The vocabularies Transform built: an embedding table no larger than what was seen.
-        import tensorflow_transform as tft
-
-        transform = tft.TFTransformOutput(spec.transform_output)
-        seen = max(
-            transform.vocabulary_size_by_name(preprocessing.vocab_filename(name))
-            for name in mspec.text_features
-        )
-        mspec = dataclasses.replace(mspec, vocab_size=min(mspec.vocab_size, seen))
-    return mspec
+    if mspec.text_features:
+        seen = max(size(preprocessing.vocab_filename(name)) for name in mspec.text_features)
+        changes["vocab_size"] = min(mspec.vocab_size, seen)
+    return dataclasses.replace(mspec, **changes)
 
 
 def build_checked(spec: TrainSpec, policy: str):
