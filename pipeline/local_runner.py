@@ -221,6 +221,9 @@ def _run_locked(config: RunConfig) -> dict:
             )
             result["timings_s"] = dict(progress.timings)
             result["driver_peak_rss_mb"] = peak_rss_mb()
+            result["driver_peak_rss_mb_by_component"] = {
+                k: round(v) for k, v in progress.peak_rss_mb.items()
+            }
             if result["status"] == "promoted":
                 from serving.deploy import write_deployment
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 HEARTBEAT_SECONDS = 10.0
+RSS_SAMPLE_SECONDS = 0.2
 ROWS = re.compile(r"progress: ([\d,]+) rows")
 
 
@@ -37,15 +38,29 @@ class ProgressHandler(logging.Handler):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.timings: dict[str, float] = {}
+        self.peak_rss_mb: dict[str, float] = {}
+        self._sampler: threading.Thread | None = None
 
     def start_heartbeat(self) -> None:
         self._thread = threading.Thread(target=self._beat, name="progress", daemon=True)
         self._thread.start()
+        self._sampler = threading.Thread(target=self._sample, name="rss", daemon=True)
+        self._sampler.start()
 
     def stop_heartbeat(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2)
+        for thread in (self._thread, self._sampler):
+            if thread is not None:
+                thread.join(timeout=2)
+
+    def _sample(self) -> None:
+        """The driver's resident set every RSS_SAMPLE_SECONDS, its peak kept per component
+        (the component running when it was read): where the driver's memory goes."""
+        while not self._stop.wait(RSS_SAMPLE_SECONDS):
+            rss = resident_mb()
+            name = self._current
+            if name is not None and rss is not None:
+                self.peak_rss_mb[name] = max(self.peak_rss_mb.get(name, 0.0), rss)
 
     def _beat(self) -> None:
         while not self._stop.wait(self.heartbeat):
@@ -97,6 +112,15 @@ class ProgressHandler(logging.Handler):
     def current(self) -> str | None:
         """The component that was running when the last record came, if unfinished."""
         return self._current
+
+
+def resident_mb() -> float | None:
+    """This process's resident set now, from /proc/self/statm (None where it cannot be read)."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 @contextlib.contextmanager
