@@ -10,10 +10,11 @@ import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
 from components.data.anomaly_check import AnomalyCheck
-from components.data.example_gen import CsvExampleGen
+from components.data.example_gen import CsvExampleGen, ImportExampleGen
 from components.data.ingest import MAX_SLICED_CLASSES
 from components.export import tflite
 from components.gate.component import PromotionGate
+from components.gate.evaluator import Evaluator
 from components.gate.production_evaluator import ProductionEvaluator
 from components.gate.side_by_side import SideBySide
 from components.models.user_module import ModuleRef
@@ -138,7 +139,7 @@ def make_example_gen(data: DataSpec, input_base, pattern: str):
             input_config=input_config,
             output_config=output_config,
         )
-    return tfx.components.ImportExampleGen(
+    return ImportExampleGen(
         input_base=input_base, input_config=input_config, output_config=output_config
     )
 
@@ -250,6 +251,9 @@ def data_components(data: DataSpec, data_root, pattern: str, model_module: Modul
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
         preprocessing_fn="components.data.preprocessing.preprocessing_fn",
+        # Transform's pre- and post-transform statistics are read by nothing here (StatisticsGen
+        # already has the raw data's): two TFDV passes saved.
+        disable_statistics=True,
         # The module is Transform's business only when it brings a preprocessing_fn: a change
         # to the model alone keeps Transform's output cached.
         custom_config={
@@ -338,7 +342,7 @@ def create_pipeline(
     trainer_fp32 = trainer(TRAINER_FP32, fp32_options(amp), train_steps)
     trainer_amp = trainer(TRAINER_AMP, amp, amp_train_steps or train_steps)
 
-    def evaluate_against(baseline, node_id: str, evaluator=tfx.components.Evaluator):
+    def evaluate_against(baseline, node_id: str, evaluator=Evaluator):
         """TFMA on the eval split: the AMP candidate vs `baseline`, with the gate's thresholds."""
         return evaluator(
             examples=example_gen.outputs["examples"],

@@ -14,9 +14,10 @@ from __future__ import annotations
 import os
 
 from tfx import v1 as tfx
-from tfx.components.evaluator import executor as evaluator_executor
 from tfx.dsl.components.base import executor_spec
 from tfx.types import artifact_utils, standard_component_specs
+
+from components.gate.evaluator import SampledExecutor
 
 NO_PRODUCTION_MODEL = "NO_PRODUCTION_MODEL"
 
@@ -26,8 +27,9 @@ def has_evaluation(evaluation_uri: str) -> bool:
     return not os.path.exists(os.path.join(evaluation_uri, NO_PRODUCTION_MODEL))
 
 
-class Executor(evaluator_executor.Executor):
-    """TFX's Evaluator executor, or, without a baseline model, the marker alone."""
+class Executor(SampledExecutor):
+    """The Evaluator's executor (components/gate/evaluator.py), or, without a baseline model,
+    the marker alone."""
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
         if input_dict.get(standard_component_specs.BASELINE_MODEL_KEY):
