@@ -305,6 +305,8 @@ def build_summary(
             "failed": decision["failed"],
             "rules": decision["rules"],
             "tfma_failures": decision["tfma_failures"],
+            # TFMA's reading of a large eval split is a sample (components/gate/evaluator.py).
+            "tfma_sample": decision.get("tfma_sample"),
             "decision_md": str(output_dir / names.DECISION_MD),
         },
         "exports": exports(pushed_path, amp.get("tflite", {})),

@@ -5,7 +5,10 @@ components/data/text.py and the vocabulary shipped next to the `.tflite` files. 
 the raw eval examples, makes their ids twice (the exported SavedModel's `transform_features`
 signature, which is Transform's graph, and `text.encode` with the shipped vocabulary), counts
 the texts whose ids differ, and runs every TFLite variant on the tokenizer's ids against the
-SavedModel's answers. The gate rejects a candidate whose tokenizer differs on any eval text.
+SavedModel's answers. The gate rejects a candidate whose tokenizer differs on any eval text it
+checked: the first MAX_EXAMPLES of the eval split (the check runs Python per text and holds the
+ids; it compares two implementations of one rule, so a bounded sample of real texts is its
+evidence, and the report says how many it read).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import numpy as np
 
 from components.data import text
 from core import names
+
+MAX_EXAMPLES = 50_000
 
 
 def sidecar(saved_model_dir: str | Path) -> dict | None:

@@ -16,6 +16,7 @@ from components.gate import evidence as gate_evidence
 from components.gate import regression as gate_regression
 from components.gate import rules as gate_rules
 from components.gate import speed_record
+from components.gate.evaluator import sample_record
 from components.gate.majority import majority
 from components.gate.production_evaluator import has_evaluation
 from components.gate.side_by_side import SpeedComparison
@@ -59,11 +60,6 @@ def accuracy_by_slice(evaluation_uri: str) -> dict[str, dict[str, float]]:
             if kv.key.name == ACCURACY and not kv.key.is_diff:
                 out.setdefault(name, {})[kv.key.model_name] = kv.value.double_value.value
     return out
-
-
-def overall_accuracy(evaluation_uri: str) -> dict[str, float]:
-    """{model name: accuracy} on the whole eval split."""
-    return accuracy_by_slice(evaluation_uri).get("", {})
 
 
 def tfma_failures(evaluation_uri: str) -> list[str]:
@@ -130,23 +126,25 @@ def classification_decision(
     extra: tuple,
 ) -> dict:
     """The classification rules on the paired correctness of the twins (`runs`: float32's and
-    AMP's ModelRun folders), TFMA's accuracies (`evaluations`: vs float32, vs production), and
-    the candidate vs the production model (`models`: their serving folders, "" for none)."""
+    AMP's ModelRun folders) and of the candidate vs the production model (`models`: their
+    serving folders, "" for none), both over every eval example. TFMA's evaluations
+    (`evaluations`: vs float32, vs production; on a sample of a large split,
+    components/gate/evaluator.py) give the per-class accuracies and their own threshold
+    report, not the accuracies the rules judge."""
     fp32_dir, amp_dir = runs
-    parity_uri, production_uri = evaluations
+    parity_uri, _ = evaluations
     candidate_dir, production_dir = models
-    parity = overall_accuracy(parity_uri)
+    fp32_accuracy, amp_accuracy = gate_evidence.shipped_accuracies(fp32_dir, amp_dir)
     baseline = majority(examples_uri, label, label_kind) if label else {"share": None, "class": ""}
-    production = overall_accuracy(production_uri)
     production_pairs = (
         gate_evidence.production_pairs(examples_uri, candidate_dir, production_dir)
-        if production_dir and production.get("baseline") is not None
+        if production_dir
         else None
     )
     measurements = gate_rules.Measurements(
-        fp32_accuracy=parity["baseline"],
-        amp_accuracy=parity["candidate"],
-        production_accuracy=production.get("baseline"),
+        fp32_accuracy=fp32_accuracy,
+        amp_accuracy=amp_accuracy,
+        production_accuracy=production_pairs.accuracies()[1] if production_pairs else None,
         fp32_examples_per_sec=fp32["examples_per_sec"],
         amp_examples_per_sec=amp["examples_per_sec"],
         amp_policy=amp["policy"],
@@ -277,7 +275,10 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
     speed_result = _read_json(speed.uri, names.SPEED_JSON)
     serving = _read_json(infra_blessing.uri, infra_validation.REPORT)
     tokenizer = (
-        text_parity.check(candidate_dir, gate_evidence.raw_eval_examples(examples.uri))
+        text_parity.check(
+            candidate_dir,
+            gate_evidence.raw_eval_examples(examples.uri, text_parity.MAX_EXAMPLES),
+        )
         if text_parity.has_text(candidate_dir)
         else None
     )
@@ -312,6 +313,10 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
         tfma_failures={
             "fp32_baseline": tfma_failures(parity_evaluation.uri),
             "production": tfma_failures(production_evaluation.uri),
+        },
+        tfma_sample={
+            "fp32_baseline": sample_record(parity_evaluation.uri),
+            "production": sample_record(production_evaluation.uri),
         },
         thresholds=cfg.__dict__,
     )

@@ -87,6 +87,13 @@ def seed_pairs(fp32_dir: str, amp_dir: str) -> list[tuple[int, Paired]]:
     ]
 
 
+def shipped_accuracies(fp32_dir: str, amp_dir: str) -> tuple[float, float]:
+    """(float32, AMP) accuracy of each twin's first seed, the model its run ships, on every
+    eval example."""
+    _, amp_right, fp32_right = correctness(fp32_dir, amp_dir)
+    return float(np.mean(fp32_right[0])), float(np.mean(amp_right[0]))
+
+
 def pooled(fp32_dir: str, amp_dir: str) -> Paired:
     """Every seed's pairs together, per example: n is the number of distinct eval examples
     (each seed scores the same ones), and the interval resamples examples with all their
@@ -128,32 +135,19 @@ def seeds_report(fp32: dict, amp: dict, pairs: list[tuple[int, Paired | ErrorPai
     }
 
 
-def served_predictions(saved_model: str, examples: list[bytes], batch: int = 1024) -> np.ndarray:
-    """Class ids a SavedModel's serving_default gives the serialized raw examples."""
+def eval_batches(examples_uri: str, batch: int = 1024):
+    """ExampleGen's raw eval split as batches of serialized examples (string tensors), read as
+    they are needed: the gate's comparisons run in one pass and hold only their per-example
+    outcomes, never the examples."""
     import tensorflow as tf
 
-    serve = tf.saved_model.load(saved_model).signatures[names.SERVING_SIGNATURE]
-    out = []
-    for i in range(0, len(examples), batch):
-        out.append(serve(examples=tf.constant(examples[i : i + batch]))[names.CLASS_IDS].numpy())
-    return np.concatenate(out) if out else np.zeros(0, np.int64)
+    files = sorted(tf.io.gfile.glob(os.path.join(examples_uri, "Split-eval", "*")))
+    return tf.data.TFRecordDataset(files, compression_type="GZIP").batch(batch).prefetch(1)
 
 
-def eval_labels(saved_model: str, examples: list[bytes], batch: int = 1024) -> np.ndarray:
-    """The class ids of the eval examples' labels (the candidate's transform_features)."""
-    import tensorflow as tf
-
-    transform = tf.saved_model.load(saved_model).signatures[names.TRANSFORM_SIGNATURE]
-    out = []
-    for i in range(0, len(examples), batch):
-        out.append(
-            transform(examples=tf.constant(examples[i : i + batch]))[names.LABEL_KEY].numpy()
-        )
-    return np.concatenate(out) if out else np.zeros(0, np.int64)
-
-
-def raw_eval_examples(examples_uri: str, limit: int = 200_000) -> list[bytes]:
-    """Serialized raw eval examples (ExampleGen's eval split), up to `limit`."""
+def raw_eval_examples(examples_uri: str, limit: int) -> list[bytes]:
+    """The first `limit` serialized raw eval examples (a bounded sample for checks that run
+    Python per example)."""
     import tensorflow as tf
 
     files = sorted(tf.io.gfile.glob(os.path.join(examples_uri, "Split-eval", "*")))
@@ -161,19 +155,13 @@ def raw_eval_examples(examples_uri: str, limit: int = 200_000) -> list[bytes]:
     return [bytes(r) for r in ds.as_numpy_iterator()]
 
 
-def served_values(saved_model: str, examples: list[bytes], batch: int = 1024) -> np.ndarray:
-    """A regression SavedModel's predictions (label units) for the serialized raw examples."""
+def _signatures(saved_model: str):
     import tensorflow as tf
 
-    serve = tf.saved_model.load(saved_model).signatures[names.SERVING_SIGNATURE]
-    out = [
-        serve(examples=tf.constant(examples[i : i + batch]))[names.PREDICTIONS].numpy()
-        for i in range(0, len(examples), batch)
-    ]
-    return np.concatenate(out).astype(np.float64) if out else np.zeros(0)
+    return tf.saved_model.load(saved_model).signatures
 
 
-def raw_labels(examples: list[bytes], label: str) -> np.ndarray:
+def raw_labels(examples, label: str) -> np.ndarray:
     """The label's values as written in the raw examples (a regression label: numbers)."""
     import tensorflow as tf
 
@@ -186,19 +174,34 @@ def raw_labels(examples: list[bytes], label: str) -> np.ndarray:
 
 
 def production_errors(examples_uri: str, candidate: str, production: str, label: str) -> ErrorPairs:
-    """The candidate's absolute errors vs the production model's, on the same raw eval examples."""
-    examples = raw_eval_examples(examples_uri)
-    labels = raw_labels(examples, label)
-    keep = np.isfinite(labels)
-    mine = served_values(candidate, examples)[keep]
-    theirs = served_values(production, examples)[keep]
-    return ErrorPairs.from_errors(np.abs(mine - labels[keep]), np.abs(theirs - labels[keep]))
+    """The candidate's absolute errors vs the production model's, on every raw eval example
+    (streamed: one pass, the errors kept, the examples not)."""
+    mine = _signatures(candidate)[names.SERVING_SIGNATURE]
+    theirs = _signatures(production)[names.SERVING_SIGNATURE]
+    errors: tuple[list, list] = ([], [])
+    for chunk in eval_batches(examples_uri):
+        labels = raw_labels(chunk.numpy(), label)
+        keep = np.isfinite(labels)
+        for out, serve in zip(errors, (mine, theirs), strict=True):
+            values = serve(examples=chunk)[names.PREDICTIONS].numpy().reshape(-1)
+            out.append(np.abs(values.astype(np.float64)[keep] - labels[keep]))
+    if not errors[0]:
+        return ErrorPairs.from_errors(np.zeros(0), np.zeros(0))
+    return ErrorPairs.from_errors(np.concatenate(errors[0]), np.concatenate(errors[1]))
 
 
 def production_pairs(examples_uri: str, candidate: str, production: str) -> Paired:
-    """The candidate vs the model in production on the same raw eval examples."""
-    examples = raw_eval_examples(examples_uri)
-    labels = eval_labels(candidate, examples)
-    mine = served_predictions(candidate, examples)
-    theirs = served_predictions(production, examples)
-    return Paired.from_correct(mine == labels, theirs == labels)
+    """The candidate vs the model in production on every raw eval example, the labels as the
+    candidate's transform_features reads them (streamed: one pass, the per-example correctness
+    kept, the examples not)."""
+    mine, theirs = _signatures(candidate), _signatures(production)
+    transform = mine[names.TRANSFORM_SIGNATURE]
+    right: tuple[list, list] = ([], [])
+    for chunk in eval_batches(examples_uri):
+        labels = transform(examples=chunk)[names.LABEL_KEY].numpy().reshape(-1)
+        for out, sig in zip(right, (mine, theirs), strict=True):
+            ids = sig[names.SERVING_SIGNATURE](examples=chunk)[names.CLASS_IDS].numpy()
+            out.append(ids.reshape(-1) == labels)
+    if not right[0]:
+        return Paired.from_correct(np.zeros(0, bool), np.zeros(0, bool))
+    return Paired.from_correct(np.concatenate(right[0]), np.concatenate(right[1]))

@@ -104,8 +104,9 @@ class Measurements:
     """What the gate decides on.
 
     Attributes:
-        fp32_accuracy: float32 baseline accuracy on the eval split (TFMA).
-        amp_accuracy: AMP candidate accuracy on the eval split (TFMA).
+        fp32_accuracy: float32 baseline accuracy on the eval split (the shipped seed's
+            predictions on every eval example).
+        amp_accuracy: AMP candidate accuracy on the eval split (likewise).
         production_accuracy: accuracy of the model in production on the same split, or None
             when nothing has been pushed yet.
         fp32_examples_per_sec: float32 trainer throughput.

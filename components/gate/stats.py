@@ -87,6 +87,13 @@ class Paired:
             else (),
         )
 
+    def accuracies(self) -> tuple[float, float]:
+        """(candidate, reference) accuracy over every (example, seed) outcome."""
+        total = self.n * self.seeds
+        if not total:
+            return math.nan, math.nan
+        return (self.b + self.both) / total, (self.c + self.both) / total
+
     def histogram(self) -> tuple[np.ndarray, np.ndarray]:
         """(values, counts) of the per-example mean difference."""
         if self.levels:
