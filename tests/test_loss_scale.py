@@ -151,7 +151,8 @@ def test_every_extra_seed_is_watched_as_the_first_one_is(monkeypatch, tmp_path):
     served, _ = poisoned(spec, "float32")
     first = {"seed": 42, "accuracy": None}
     with pytest.raises(LossScaleCollapse, match=r"seed 43: training stopped: the loss was NaN"):
-        trainer_job.train_other_seeds(spec, False, x, served, first)
+        eval_ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+        trainer_job.train_other_seeds(spec, False, eval_ds, served, first)
 
 
 def _compile(spec, model, jit_compile, strategy=None):

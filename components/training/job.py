@@ -7,10 +7,12 @@ one trainer never leaks into the other and its peak memory is its own.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import math
 import resource
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -39,9 +41,59 @@ def make_dataset(file_patterns, transform_output: str, batch_size: int, seed: in
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
+# A train split whose Transform output takes at most this much memory as float32 is read once
+# and trained from memory, as `model.fit` trains from arrays: no tf.Example parsing per step on
+# cores the training needs (benchmarks/trainer_overhead.py measures the difference). Larger
+# splits stream from Transform's files.
+IN_MEMORY_MAX_BYTES = 256 * 2**20
+
+
+def in_memory_bytes(spec: TrainSpec) -> int:
+    """The train split's size in memory as float32 rows of x and the label, estimated from the
+    input's row count (0 where it is unknown)."""
+    rows = int(spec.data_spec.get("rows") or 0)
+    return rows * (input_width(spec) + 1) * 4 if rows else 0
+
+
+@functools.lru_cache(maxsize=1)
+def split_arrays(files: tuple[str, ...], transform_output: str) -> tuple:
+    """(x, y) of a whole Transform output split, read once per process."""
+    return dataset_arrays(make_dataset(files, transform_output, 4096, 0, False), sys.maxsize)
+
+
+def memory_dataset(x: np.ndarray, y: np.ndarray, batch_size: int, seed: int):
+    """Endless batches from in-memory arrays, as Keras batches arrays: each pass a fresh
+    permutation of the rows (stateless, from `seed` and the pass), each batch gathered whole."""
+    import tensorflow as tf
+
+    steps = len(y) // batch_size
+    xt, yt = tf.constant(x), tf.constant(y)
+
+    def one_pass(epoch):
+        order = tf.random.experimental.stateless_shuffle(
+            tf.range(len(y), dtype=tf.int64), seed=tf.stack([tf.constant(seed, tf.int64), epoch])
+        )
+        return tf.data.Dataset.from_tensor_slices(
+            tf.reshape(order[: steps * batch_size], [steps, batch_size])
+        )
+
+    batches = tf.data.Dataset.range(2**62).flat_map(one_pass)
+    return batches.map(lambda i: (tf.gather(xt, i), tf.gather(yt, i))).prefetch(tf.data.AUTOTUNE)
+
+
+def train_dataset(spec: TrainSpec, batch_size: int, seed: int, strategy=None):
+    """The training batches: from memory where the split fits IN_MEMORY_MAX_BYTES and one
+    process trains (no strategy to shard it), else streamed from Transform's files."""
+    if strategy is None and 0 < in_memory_bytes(spec) <= IN_MEMORY_MAX_BYTES:
+        x, y = split_arrays(tuple(spec.train_files), spec.transform_output)
+        if len(y) >= batch_size:
+            return memory_dataset(x, y, batch_size, seed)
+    return make_dataset(spec.train_files, spec.transform_output, batch_size, seed, True)
+
+
 def host_batches(spec: TrainSpec, batch_size: int, count: int) -> list:
     """`count` training batches of `batch_size` as numpy (x, y) pairs, for timed probes."""
-    ds = make_dataset(spec.train_files, spec.transform_output, batch_size, spec.seed, True)
+    ds = train_dataset(spec, batch_size, spec.seed)
     return [(np.asarray(x), np.asarray(y)) for x, y in ds.take(count)]
 
 
@@ -506,9 +558,7 @@ def train_and_export(spec: TrainSpec, strategy=None) -> dict:
     """Trains (data-parallel under `strategy`, when given), evaluates, exports the serving
     SavedModel, and returns the measured figures."""
     spec, distribution_figures = distributed(spec, strategy)
-    train_ds = make_dataset(
-        spec.train_files, spec.transform_output, spec.batch_size, spec.seed, train=True
-    )
+    train_ds = train_dataset(spec, spec.batch_size, spec.seed, strategy)
     eval_ds = make_dataset(
         spec.eval_files, spec.transform_output, spec.batch_size, spec.seed, train=False
     )
@@ -516,9 +566,10 @@ def train_and_export(spec: TrainSpec, strategy=None) -> dict:
     xla, xla_fallback = xla_after_readiness(spec, readiness)
     trained = train_first_seed(spec, strategy, train_ds, eval_ds, xla)
     serving, layers = export_checked(spec, trained["model"], readiness, trained["dtype_warnings"])
-    eval_x, eval_y = dataset_arrays(eval_ds, MAX_EVAL_EXAMPLES)
+    eval_x, eval_y = dataset_arrays(eval_ds, MAX_PARITY_EXAMPLES)
     tflite = export_edge_models(spec, trained["model"], train_ds, eval_x, eval_y)
-    seed_runs = predict_every_seed(spec, xla, eval_x, eval_y, serving, trained, strategy)
+    del eval_x, eval_y
+    seed_runs = predict_every_seed(spec, xla, eval_ds, serving, trained, strategy)
     diagnostics = None
     if spec.diagnose:
         from components.amp import diagnosis as amp_diagnosis
@@ -642,10 +693,11 @@ def export_checked(
     return serving, layers
 
 
-def predict_every_seed(spec: TrainSpec, xla, eval_x, eval_y, serving, trained, strategy):
+def predict_every_seed(spec: TrainSpec, xla, eval_ds, serving, trained, strategy):
     """The first seed's figures, every further seed trained the same way, and each seed's
-    served predictions on the eval split written to `eval_predictions.npz` for the gate's
-    pairs (class ids; for regression, values in the label's units): the per-seed figures, with
+    served predictions on the whole eval split (streamed batch by batch) written to
+    `eval_predictions.npz` for the gate's pairs (class ids; for regression, values in the
+    label's units): the per-seed figures, with
     their accuracy (regression: `metrics`, MAE, RMSE and R² in the label's units, and accuracy
     None)."""
     first = {
@@ -654,8 +706,9 @@ def predict_every_seed(spec: TrainSpec, xla, eval_x, eval_y, serving, trained, s
         "peak_memory_mb": trained["peak_mb"],
         "accuracy": None,
     }
-    seed_runs, predictions = train_other_seeds(spec, xla, eval_x, serving, first, strategy)
+    seed_runs, predictions = train_other_seeds(spec, xla, eval_ds, serving, first, strategy)
     regression = is_regression(spec)
+    eval_y = np.concatenate([np.asarray(y) for _, y in eval_ds])
     labels = label_units(spec, eval_y) if regression else eval_y.astype(np.int64)
     for run, predicted in zip(seed_runs, predictions, strict=True):
         if regression:
@@ -671,28 +724,31 @@ def predict_every_seed(spec: TrainSpec, xla, eval_x, eval_y, serving, trained, s
     return seed_runs
 
 
-MAX_EVAL_EXAMPLES = 200_000  # eval examples the trainers predict for the gate's pairs
+# Eval examples held as arrays for the TFLite parity checks (the gate's paired predictions
+# cover the whole eval split, streamed).
+MAX_PARITY_EXAMPLES = 200_000
 
 
-def predicted_answers(spec: TrainSpec, model, x) -> np.ndarray:
-    """The model's class ids for `x`, or for regression its predictions in the label's units."""
-    outputs = model.predict(x, batch_size=1024, verbose=0)
+def predicted_answers(spec: TrainSpec, model, eval_ds) -> np.ndarray:
+    """The model's class ids for every example of the batched `eval_ds` (its x), or for
+    regression its predictions in the label's units."""
+    outputs = model.predict(eval_ds.map(lambda x, y: x), verbose=0)
     if is_regression(spec):
         return label_units(spec, np.reshape(outputs, [-1]))
     return np.argmax(outputs, axis=1)
 
 
-def train_other_seeds(spec: TrainSpec, xla: bool, eval_x, served, first: dict, strategy=None):
+def train_other_seeds(spec: TrainSpec, xla: bool, eval_ds, served, first: dict, strategy=None):
     """The spec's model trained again under each further seed of `spec.seed_list` (same data, same
     steps): ([figures per seed], [eval predictions per seed]), the first seed's given."""
     import dataclasses as dc
 
-    runs, predictions = [first], [predicted_answers(spec, served, eval_x)]
+    runs, predictions = [first], [predicted_answers(spec, served, eval_ds)]
     for seed in spec.seed_list[1:]:
         sub = dc.replace(spec, seed=seed)
         model, _ = build_fresh(sub, sub.policy, strategy)
         compile_model(sub, model, xla, strategy)
-        train_ds = make_dataset(sub.train_files, sub.transform_output, sub.batch_size, seed, True)
+        train_ds = train_dataset(sub, sub.batch_size, seed, strategy)
         # Every seed is watched as the first one is: a collapsed loss scale stops the run.
         _, timer, monitor, _, peak_mb = fit_watched(
             sub, model, strategy, train_ds, f"seed {seed}: "
@@ -706,7 +762,7 @@ def train_other_seeds(spec: TrainSpec, xla: bool, eval_x, served, first: dict, s
             }
         )
         served_model = float32_rebuild(sub, model) if sub.serving_precision == "float32" else model
-        predictions.append(predicted_answers(sub, served_model, eval_x))
+        predictions.append(predicted_answers(sub, served_model, eval_ds))
         logger.info("seed %d: %s", seed, runs[-1])
     return runs, predictions
 
