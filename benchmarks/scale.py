@@ -6,8 +6,12 @@ benchmarks/scale_data.py) and each Beam DirectRunner worker count, one fresh
 the driver and of every process under it (Beam workers, trainers) every 0.2 s. It records:
 
 - the input check alone (`amp-pipeline inspect`, its own process): time and peak RSS;
-- the time of each component (the run's own progress timings);
-- the driver's peak RSS and each worker kind's;
+- the time of each component (the run's own progress timings) and its rows/s;
+- the driver's peak RSS, overall and while each component ran (the run's own sampling,
+  `driver_peak_rss_mb_by_component`), and each worker kind's peak;
+- the floor for a tabular input: reading the CSV once with pyarrow and writing the same
+  tf.Examples once (components/data/csv_format.py's encoder, gzipped TFRecords), in this
+  process, one core;
 - the disk the run's output folder takes;
 - per component, the growth exponent between consecutive sizes: log(t2/t1) / log(n2/n1).
 
@@ -114,6 +118,29 @@ def check_time(data: Path, label: str) -> dict:
     return {"seconds": time.perf_counter() - start, "peak_rss_mb": sampler.peaks.get("driver")}
 
 
+def floor(data: Path, out: Path) -> dict:
+    """Read the CSV once with pyarrow and write its tf.Examples once: seconds and rows/s."""
+    import pyarrow.csv as pacsv
+    import tensorflow as tf
+
+    from components.data.csv_format import kind_of, to_examples
+
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / "floor.tfrecord.gz"
+    start = time.perf_counter()
+    reader = pacsv.open_csv(str(data), read_options=pacsv.ReadOptions(block_size=1 << 24))
+    types = {f.name: kind_of(f.type) for f in reader.schema}
+    rows = 0
+    with tf.io.TFRecordWriter(str(target), tf.io.TFRecordOptions(compression_type="GZIP")) as w:
+        for batch in reader:
+            for example in to_examples(batch, types):
+                w.write(example)
+            rows += batch.num_rows
+    seconds = time.perf_counter() - start
+    target.unlink()
+    return {"seconds": seconds, "rows": rows, "rows_per_s": rows / seconds}
+
+
 def run_once(data: Path, label: str, rows: int, workers: int, out: Path, steps: int) -> dict:
     """One fresh pipeline run; its timings, memory and disk."""
     if out.exists():
@@ -156,6 +183,7 @@ def run_once(data: Path, label: str, rows: int, workers: int, out: Path, steps: 
         "exit_code": proc.returncode,
         "components_s": summary.get("timings_s", {}),
         "driver_peak_rss_mb": summary.get("driver_peak_rss_mb"),
+        "driver_rss_mb_by_component": summary.get("driver_peak_rss_mb_by_component", {}),
         "sampled_peak_rss_mb": sampler.peaks,
         "disk_mb": du_mb(out),
         "accuracy": {k: summary.get(k, {}).get("accuracy") for k in ("fp32", "amp")},
@@ -212,6 +240,25 @@ def to_markdown(result: dict) -> str:
             f"{peaks.get('beam_worker', 0):.0f} | {peaks.get('trainer', 0):.0f} | "
             f"{r['disk_mb']:.0f} |"
         )
+    for r in result["runs"]:
+        lines += [
+            "",
+            f"{r['input']}, {r['rows']:,} rows, {r['workers']} worker(s): per component "
+            "(rows/s = input rows / the component's seconds)",
+            "",
+            "| component | s | rows/s | driver peak RSS MB while it ran |",
+            "|---|---|---|---|",
+        ]
+        rss = r.get("driver_rss_mb_by_component", {})
+        for name, sec in r["components_s"].items():
+            rate = f"{r['rows'] / sec:,.0f}" if sec > 0 else ""
+            lines.append(f"| {name} | {sec:.1f} | {rate} | {rss.get(name, '')} |")
+        if r.get("floor"):
+            f = r["floor"]
+            lines.append(
+                f"| floor: pyarrow read + tf.Example write once | {f['seconds']:.1f} | "
+                f"{f['rows_per_s']:,.0f} | |"
+            )
     lines += ["", "Growth exponents (time ~ rows^k):", ""]
     lines += ["| input | workers | component | from | to | k |", "|---|---|---|---|---|---|"]
     for key, comps in result["exponents"].items():
@@ -231,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.scale", description=__doc__)
     parser.add_argument("--rows", type=int, nargs="*", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--images", type=int, nargs="*", default=[2_000, 20_000, 50_000])
+    parser.add_argument(
+        "--floor", action="store_true", help="also time the floor for each tabular input"
+    )
     parser.add_argument("--workers", type=int, nargs="*", default=[1, 2])
     parser.add_argument("--train-steps", type=int, default=100)
     parser.add_argument("--data", type=Path, default=Path("bench/scale-data"))
@@ -251,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"machine": machine(), "train_steps": args.train_steps, "runs": []}
     for kind, n, path, label in inputs:
         check = check_time(path, label)
+        base = floor(path, args.out) if args.floor and kind == "tabular" else None
         for workers in args.workers:
             print(f"{kind} {n:,} rows, {workers} worker(s) ...", flush=True)
             run = run_once(
@@ -261,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.out / "runs" / f"{kind}_{n}_{workers}",
                 args.train_steps,
             )
-            run.update(input=kind, check=check)
+            run.update(input=kind, check=check, floor=base)
             result["runs"].append(run)
             print(f"  {run['wall_s']:.0f} s: {run['components_s']}", flush=True)
             (args.out / "scale.json").write_text(json.dumps(result, indent=2))
