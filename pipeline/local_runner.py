@@ -155,6 +155,7 @@ def _run_locked(config: RunConfig) -> dict:
     with captured_output(config.log_path) as (progress, terminal):
         try:
             from components.data import ingest
+            from pipeline import preflight
 
             data = ingest.prepare(
                 config.data, config.label, output / "data", config.image_size, config.csv
@@ -174,11 +175,18 @@ def _run_locked(config: RunConfig) -> dict:
             from serving.pusher import clean_partial_pushes
 
             check_model_fits_data(config, data, module_ref)
+            fit_warnings = (
+                preflight.check(config.data, output, config.beam.workers)
+                if config.data and config.beam.runner == "direct"
+                else []
+            )
             batch_limits.check_batch_size(
                 config.train.batch_size, data.rows, model_for_limits(config, data, module_ref)
             )
             recipe = choose_recipe(detect_hardware(), config.policy, config.xla)
             write_header(terminal, config, data, recipe)
+            for warning in fit_warnings:
+                terminal.write(f"  warning: {warning}\n")
             for removed in clean_partial_pushes(config.serving_dir):
                 terminal.write(f"  note: removed {removed}, left by an unfinished push\n")
             terminal.write(f"  full log: {config.log_path}\n")
