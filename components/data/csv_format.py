@@ -272,10 +272,14 @@ def parse_number(text: str) -> float | None:
 
 def to_examples(batch, types: dict[str, str]) -> list[bytes]:
     """Serialized tf.Examples of one record batch: ints, floats, bytes; booleans as 1/0; a
-    missing cell is an absent feature (as TFX's CsvExampleGen writes it)."""
+    missing cell is an absent feature (as TFX's CsvExampleGen writes it).
+
+    The bytes are tfx_bsl's C++ encoder's, whose feature order within an example differs from
+    process to process; nothing downstream reads the order (tf.io.parse_example reads
+    features by name). ExampleGen splits by `row_keys`, the rows' values, not by these bytes.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
-    from tensorflow.core.example.example_pb2 import Example
     from tfx_bsl.coders import example_coder
 
     arrays, fields = [], []
@@ -297,11 +301,62 @@ def to_examples(batch, types: dict[str, str]) -> list[bytes]:
         values = pc.filter(column, valid)
         arrays.append(pa.ListArray.from_arrays(offsets, values))
         fields.append(name)
-    record_batch = pa.RecordBatch.from_arrays(arrays, fields)
-    # The C++ encoder's feature order varies from process to process; ExampleGen splits by a
-    # hash of the bytes, so they are re-serialised with sorted keys: the same row lands in the
-    # same split on every run and with any number of Beam workers.
-    return [
-        Example.FromString(e).SerializeToString(deterministic=True)
-        for e in example_coder.RecordBatchToExamples(record_batch)
-    ]
+    return example_coder.RecordBatchToExamples(pa.RecordBatch.from_arrays(arrays, fields))
+
+
+_NULL_KEY = 0x6A09E667F3BCC908  # a missing cell's key (any fixed constant)
+
+
+def _mix(h):
+    """splitmix64's finaliser on a uint64 array (wrapping arithmetic)."""
+    import numpy as np
+
+    h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return h ^ (h >> np.uint64(31))
+
+
+def _cell_keys(column):
+    """A uint64 per cell from its value alone: numbers by their float64 bits, strings by an
+    8-byte BLAKE2b of their bytes (computed once per distinct value)."""
+    import hashlib
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    missing = np.asarray(pc.is_null(column).to_numpy(zero_copy_only=False), bool)
+    if (
+        pa.types.is_boolean(column.type)
+        or pa.types.is_integer(column.type)
+        or (pa.types.is_floating(column.type))
+    ):
+        numbers = pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False)
+        keys = np.ascontiguousarray(numbers, np.float64).view(np.uint64).copy()
+    else:
+        encoded = pc.dictionary_encode(pc.cast(column, pa.binary()))
+        distinct = np.array(
+            [
+                int.from_bytes(hashlib.blake2b(v or b"", digest_size=8).digest(), "little")
+                for v in encoded.dictionary.to_pylist()
+            ]
+            or [0],
+            np.uint64,
+        )
+        indices = encoded.indices.fill_null(0).to_numpy(zero_copy_only=False)
+        keys = distinct[indices]
+    keys[missing] = np.uint64(_NULL_KEY)
+    return keys
+
+
+def row_keys(batch):
+    """A uint64 key per row from its cells' values (column by column, in the batch's order): the
+    same in every process, on every worker and whatever the batch boundaries, unlike the
+    encoder's bytes. ExampleGen's train/eval split hashes rows by it."""
+    import numpy as np
+
+    h = np.full(batch.num_rows, np.uint64(len(batch.schema.names)), np.uint64)
+    with np.errstate(over="ignore"):
+        for column in batch.columns:
+            h = _mix(h ^ _cell_keys(column))
+    return h
