@@ -141,6 +141,39 @@ def floor(data: Path, out: Path) -> dict:
     return {"seconds": seconds, "rows": rows, "rows_per_s": rows / seconds}
 
 
+PRODUCTION_PASS = """
+import json, resource, sys, time
+from components.gate import evidence
+examples, model = sys.argv[1], sys.argv[2]
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+start = time.perf_counter()
+pairs = evidence.production_pairs(examples, model, model)
+print(json.dumps({"seconds": time.perf_counter() - start, "examples": pairs.n,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "rss_before_mb": base}))
+"""
+
+
+def production_pass(out: Path) -> dict | None:
+    """The gate's comparison with the model in production (evidence.production_pairs: both
+    SavedModels over every raw eval example, streamed) on a finished run, its pushed model
+    standing in for production, in a fresh process: seconds, examples, peak RSS. A fresh
+    `run --no-cache` per row has no production model, so the run itself never pays it."""
+    summary = json.loads((out / names.RUN_SUMMARY_JSON).read_text())
+    model = (summary.get("exports") or {}).get("saved_model")
+    found = sorted(out.rglob("CsvExampleGen/examples/*"))
+    if not model or not found:
+        return None
+    proc = subprocess.run(
+        [sys.executable, "-c", PRODUCTION_PASS, str(found[-1]), model],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def run_once(data: Path, label: str, rows: int, workers: int, out: Path, steps: int) -> dict:
     """One fresh pipeline run; its timings, memory and disk."""
     if out.exists():
@@ -253,6 +286,13 @@ def to_markdown(result: dict) -> str:
         for name, sec in r["components_s"].items():
             rate = f"{r['rows'] / sec:,.0f}" if sec > 0 else ""
             lines.append(f"| {name} | {sec:.1f} | {rate} | {rss.get(name, '')} |")
+        if r.get("production_pass"):
+            p = r["production_pass"]
+            lines.append(
+                f"| the gate's production comparison (measured apart: {p['examples']:,} eval "
+                f"examples, peak RSS {p['peak_rss_mb']:.0f} MB) | {p['seconds']:.1f} | "
+                f"{r['rows'] / p['seconds']:,.0f} | |"
+            )
         if r.get("floor"):
             f = r["floor"]
             lines.append(
@@ -313,6 +353,10 @@ def main(argv: list[str] | None = None) -> int:
                 args.train_steps,
             )
             run.update(input=kind, check=check, floor=base)
+            if kind == "tabular":
+                run["production_pass"] = production_pass(
+                    args.out / "runs" / f"{kind}_{n}_{workers}"
+                )
             result["runs"].append(run)
             print(f"  {run['wall_s']:.0f} s: {run['components_s']}", flush=True)
             (args.out / "scale.json").write_text(json.dumps(result, indent=2))

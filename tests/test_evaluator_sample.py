@@ -3,6 +3,7 @@
 import json
 import os
 
+import pytest
 import tensorflow as tf
 from tfx.components.evaluator import executor as evaluator_executor
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
@@ -75,3 +76,29 @@ def test_a_small_split_or_a_cluster_runner_reads_every_example(tmp_path, monkeyp
     assert len(seen["records"]) == 100 and evaluator.sample_record(uri) is None
     seen, uri = _run(tmp_path / "dataflow", monkeypatch, 1000, ["--runner=DataflowRunner"])
     assert len(seen["records"]) == 1000 and evaluator.sample_record(uri) is None
+
+
+@pytest.mark.e2e
+def test_a_whole_run_gives_tfma_a_sample_and_the_gate_still_judges_every_example(
+    tmp_path, monkeypatch
+):
+    """In process, so that the bound can be lowered under the digits' eval split."""
+    from pipeline.cli import main
+    from tests.helpers import CHEAP, LOOSE_GATE
+
+    monkeypatch.setattr(evaluator, "MAX_EXAMPLES", 100)
+    out = tmp_path / "out"
+    code = main(["run", "--output", str(out), "--train-steps", "40", *LOOSE_GATE, *CHEAP])
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert code == 0, summary.get("error")
+    sample = summary["gate"]["tfma_sample"]["fp32_baseline"]
+    assert sample["every"] == -(-sample["of"] // 100) and sample["examples"] <= 100
+    assert summary["gate"]["tfma_sample"]["production"] is None  # nothing in production
+    decision = json.loads((out / "decision.json").read_text())
+    # TFMA's per-class reading is there, from the sample ...
+    assert decision["per_class_accuracy"]
+    # ... and the parity rule counted every eval example, not the sample.
+    (parity,) = [r for r in decision["rules"] if r["name"] == "accuracy_parity"]
+    assert parity["n"] == sample["of"] and f"n={sample['of']:,}" in parity["detail"]
+    # The accuracies the rules judge are over every example too (k/378, not k/95).
+    assert round(decision["measurements"]["amp_accuracy"] * sample["of"], 6).is_integer()

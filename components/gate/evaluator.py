@@ -24,6 +24,7 @@ import shutil
 
 from tfx import v1 as tfx
 from tfx.components.evaluator import executor as evaluator_executor
+from tfx.components.util import examples_utils
 from tfx.dsl.components.base import executor_spec
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
 
@@ -92,10 +93,13 @@ class SampledExecutor(evaluator_executor.Executor):
         sample_dir = os.path.join(os.path.dirname(evaluation.rstrip("/")), "eval_sample")
         try:
             m = write_sample(files, every, sample_dir)
+            # A new artifact with what TFMA reads set one by one: Artifact.copy_from on an
+            # artifact read from ML Metadata aborts the process (protobuf's C++ map check).
             sample = standard_artifacts.Examples()
-            sample.copy_from(examples)
             sample.uri = sample_dir
             sample.split_names = artifact_utils.encode_split_names([EVAL_SPLIT])
+            examples_utils.set_payload_format(sample, examples_utils.get_payload_format(examples))
+            examples_utils.set_file_format(sample, examples_utils.get_file_format(examples))
             sampled = {**input_dict, standard_component_specs.EXAMPLES_KEY: [sample]}
             super().Do(sampled, output_dict, exec_properties)
         finally:
