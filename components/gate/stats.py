@@ -122,9 +122,12 @@ def mcnemar_p(b: int, c: int) -> float:
     m = b + c
     if m == 0:
         return 1.0
-    k = min(b, c)
-    tail = sum(math.comb(m, i) for i in range(k + 1)) / 2**m
-    return min(1.0, 2 * tail)
+    from scipy.stats import binom
+
+    # The binomial CDF (a regularised incomplete beta), not a sum of exact binomial
+    # coefficients: that sum takes minutes in big integers at the 10^4-10^5 discordant pairs
+    # of a million-row eval split (measured: the gate ran > 3 min at 200k eval examples).
+    return min(1.0, 2 * float(binom.cdf(min(b, c), m, 0.5)))
 
 
 def exact_discordance_bound(n: int, level: float = 1 - ALPHA) -> float:
