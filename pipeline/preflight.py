@@ -9,7 +9,7 @@ margin:
 
 - **Memory.** Since the driver stopped holding per-example data (ExampleGen's splits, the
   gate's evidence; TFMA on a bounded sample) its peak no longer grows with the rows:
-  DRIVER_MB, measured flat from 1M to 3M rows. Beside it run one trainer process at a time
+  DRIVER_MB, measured flat from 1M to 3M rows (1.86 and 1.93 GB). Beside it run one trainer process at a time
   (TRAINER_MB plus the train split, which it holds in memory up to 256 MiB) and, with
   `--beam-workers N` > 1, N Beam worker processes of WORKER_MB each.
 - **Disk.** The output folder holds ExampleGen's gzipped tf.Examples, Transform's output and the
@@ -26,11 +26,15 @@ from pathlib import Path
 
 from core.errors import InputError
 
-DRIVER_MB = 2500  # measured peak 1.9-2.2 GB at 1M and 3M rows (benchmarks/RESULTS.md)
-TRAINER_MB = 1000  # a trainer process besides its train split (measured 0.9 GB)
-WORKER_MB = 1800  # a DirectRunner worker process at --beam-workers 2 (measured 1.5-1.7 GB)
+# Measured on a 2-core Zen 4 with a 65-column CSV (benchmarks/RESULTS.md, "Scale"): the
+# driver's peak 1,864 MB at 1M rows and 1,929 MB at 3M; a trainer process 1.1 GB; the output
+# folder 1.5 times the input (511 MB for 338 MiB, 1,519 MB for 1,014 MiB). A DirectRunner worker
+# at --beam-workers 2 peaked at 3.0 GB at 1M rows before the driver's fixes (not measured since).
+DRIVER_MB = 2500
+TRAINER_MB = 1300
+WORKER_MB = 3000
 IN_MEMORY_TRAIN_MB = 256  # components/training/job.py IN_MEMORY_MAX_BYTES
-DISK_PER_INPUT_BYTE = 1.5  # measured output/input 1.04 at 1M rows of a 65-column CSV
+DISK_PER_INPUT_BYTE = 2.0
 DISK_BASE_MB = 200
 WARN_SHARE = 0.8  # warn above this share of what is available
 
