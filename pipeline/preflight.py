@@ -9,9 +9,9 @@ margin:
 
 - **Memory.** Since the driver stopped holding per-example data (ExampleGen's splits, the
   gate's evidence; TFMA on a bounded sample) its peak no longer grows with the rows:
-  DRIVER_MB, measured flat from 1M to 3M rows (1.86 and 1.93 GB). Beside it run one trainer process at a time
-  (TRAINER_MB plus the train split, which it holds in memory up to 256 MiB) and, with
-  `--beam-workers N` > 1, N Beam worker processes of WORKER_MB each.
+  DRIVER_MB, measured flat from 1M to 3M rows (1.86 and 1.93 GB). Beside it run one trainer
+  process at a time (TRAINER_MB plus the train split, which it holds in memory up to 256 MiB)
+  and, with `--beam-workers N` > 1, N Beam worker processes of WORKER_MB each.
 - **Disk.** The output folder holds ExampleGen's gzipped tf.Examples, Transform's output and the
   models: DISK_PER_INPUT_BYTE times the input's size, plus DISK_BASE_MB.
 
