@@ -245,7 +245,10 @@ def data_components(data: DataSpec, data_root, pattern: str, model_module: Modul
     )
     anomaly_check = AnomalyCheck(
         anomalies=example_validator.outputs["anomalies"],
-        text_features=",".join(data.text_features),
+        # Read through a vocabulary with an OOV id: a value new in eval is not drift.
+        text_features=",".join(
+            (*data.text_features, *data.categorical_features, *(b for b, _ in data.bag_features))
+        ),
     )
     transform = tfx.components.Transform(
         examples=example_gen.outputs["examples"],

@@ -48,12 +48,15 @@ def guessed_booleans(result) -> list[str]:
 
 
 # SchemaGen gives a string feature with few distinct values in the train split a domain of those
-# values; every eval text is then "unexpected". Whole texts are not categories: not drift.
+# values; every eval text is then "unexpected". Texts, categories and bags of values are read
+# through a vocabulary with an out-of-vocabulary id (components/data/preprocessing.py): a value
+# the train split did not have is expected there, not drift.
 UNEXPECTED_STRINGS = {anomalies_pb2.AnomalyInfo.ENUM_TYPE_UNEXPECTED_STRING_VALUES}
 
 
 def texts_as_categories(result, text_features: set[str]) -> list[str]:
-    """Text features whose only anomaly is an eval text missing from a domain of train texts."""
+    """Vocabulary features (texts, categories, bags) whose only anomaly is an eval value missing
+    from a domain of the train split's values."""
     return [
         feature
         for feature, info in result.anomaly_info.items()
@@ -71,7 +74,8 @@ def AnomalyCheck(  # noqa: N802 - TFX component names are classes
     anomalies: tfx.dsl.components.InputArtifact[ExampleAnomalies],
     text_features: tfx.dsl.components.Parameter[str] = "",
 ) -> None:
-    """Raises AnomaliesFound if any split has an anomaly. `text_features`: comma-separated."""
+    """Raises AnomaliesFound if any split has an anomaly. `text_features`: the features read
+    through a vocabulary with an out-of-vocabulary id (texts, categories, bags), comma-separated."""
     texts = {name for name in text_features.split(",") if name}
     found = {}
     for split in artifact_utils.decode_split_names(anomalies.split_names):
@@ -87,8 +91,9 @@ def AnomalyCheck(  # noqa: N802 - TFX component names are classes
             del result.anomaly_info[feature]
         for feature in texts_as_categories(result, texts):
             logging.info(
-                "split %s, feature %s: text values missing from a domain SchemaGen built of "
-                "the train split's texts; texts are not categories, not drift",
+                "split %s, feature %s: values missing from a domain SchemaGen built of the "
+                "train split's values; the feature is read through a vocabulary with an "
+                "out-of-vocabulary id, not drift",
                 split,
                 feature,
             )
