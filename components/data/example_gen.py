@@ -126,6 +126,19 @@ def WriteInOrder(examples: beam.pvalue.PCollection, split_path: str) -> beam.pva
     )
 
 
+def split_configs(exec_properties: dict) -> tuple[example_gen_pb2.Input, example_gen_pb2.Output]:
+    """ExampleGen's input and output configs, from their JSON execution properties."""
+    input_config = example_gen_pb2.Input()
+    proto_utils.json_to_proto(
+        exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config
+    )
+    output_config = example_gen_pb2.Output()
+    proto_utils.json_to_proto(
+        exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config
+    )
+    return input_config, output_config
+
+
 class InOrderSplits:
     """ExampleGen's Do with the splits written by WriteInOrder on the DirectRunner (the module
     docstring says why); on any other runner, TFX's own Do."""
@@ -133,14 +146,7 @@ class InOrderSplits:
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
         if not runs_locally(self._beam_pipeline_args):
             return super().Do(input_dict, output_dict, exec_properties)
-        input_config = example_gen_pb2.Input()
-        proto_utils.json_to_proto(
-            exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config
-        )
-        output_config = example_gen_pb2.Output()
-        proto_utils.json_to_proto(
-            exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config
-        )
+        input_config, output_config = split_configs(exec_properties)
         outputs = output_dict[standard_component_specs.EXAMPLES_KEY]
         examples = artifact_utils.get_single_instance(outputs)
         examples.split_names = artifact_utils.encode_split_names(
@@ -182,14 +188,7 @@ class Executor(InOrderSplits, BaseExampleGenExecutor):
         return _CsvToExample
 
     def GenerateExamplesByBeam(self, pipeline, exec_properties):  # noqa: N802 - TFX's name
-        input_config = example_gen_pb2.Input()
-        proto_utils.json_to_proto(
-            exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config
-        )
-        output_config = example_gen_pb2.Output()
-        proto_utils.json_to_proto(
-            exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config
-        )
+        input_config, output_config = split_configs(exec_properties)
         splits = output_config.split_config
         if not splits.splits or splits.partition_feature_name:
             return super().GenerateExamplesByBeam(pipeline, exec_properties)
