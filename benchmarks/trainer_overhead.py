@@ -21,7 +21,9 @@ the per-round ratios, each round one bare and one pipeline process run back to b
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import os
 import subprocess
 import sys
 import time
@@ -57,7 +59,7 @@ def worker(mode: str, spec_path: str, steps: int) -> dict:
     spec = TrainSpec.from_json(Path(spec_path).read_text())
     if spec.intra_op_threads:
         tf.config.threading.set_intra_op_parallelism_threads(spec.intra_op_threads)
-    spec = job.dataclasses.replace(spec, train_steps=steps)
+    spec = dataclasses.replace(spec, train_steps=steps)
     model, _ = job.build_fresh(spec, spec.policy)
     compile_start = time.perf_counter()
     job.compile_model(spec, model, spec.xla)
@@ -81,11 +83,8 @@ def worker(mode: str, spec_path: str, steps: int) -> dict:
     else:
         train_ds = job.train_dataset(spec, spec.batch_size, spec.seed)
         _, timer, _, _, _ = job.fit_watched(spec, model, None, train_ds)
-        data = (
-            "in memory"
-            if 0 < job.in_memory_bytes(spec) <= job.IN_MEMORY_MAX_BYTES
-            else "streamed from Transform's files"
-        )
+        in_memory = job.memory_arrays(spec, spec.batch_size) is not None
+        data = "in memory" if in_memory else "streamed from Transform's files"
     summary = timer.summary()
     return {
         "mode": mode,
@@ -117,7 +116,7 @@ def measure(mode: str, spec_path: Path, steps: int) -> dict:
         capture_output=True,
         text=True,
         check=False,
-        env={**__import__("os").environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
     )
     if out.returncode != 0:
         raise RuntimeError(f"{mode} worker failed: {out.stderr.strip()[-600:]}")

@@ -81,13 +81,21 @@ def memory_dataset(x: np.ndarray, y: np.ndarray, batch_size: int, seed: int):
     return batches.map(lambda i: (tf.gather(xt, i), tf.gather(yt, i))).prefetch(tf.data.AUTOTUNE)
 
 
+def memory_arrays(spec: TrainSpec, batch_size: int, strategy=None) -> tuple | None:
+    """The train split's (x, y) where it is trained from memory: it fits IN_MEMORY_MAX_BYTES,
+    holds at least one batch, and one process trains (no strategy to shard it); else None."""
+    if strategy is not None or not 0 < in_memory_bytes(spec) <= IN_MEMORY_MAX_BYTES:
+        return None
+    x, y = split_arrays(tuple(spec.train_files), spec.transform_output)
+    return (x, y) if len(y) >= batch_size else None
+
+
 def train_dataset(spec: TrainSpec, batch_size: int, seed: int, strategy=None):
-    """The training batches: from memory where the split fits IN_MEMORY_MAX_BYTES and one
-    process trains (no strategy to shard it), else streamed from Transform's files."""
-    if strategy is None and 0 < in_memory_bytes(spec) <= IN_MEMORY_MAX_BYTES:
-        x, y = split_arrays(tuple(spec.train_files), spec.transform_output)
-        if len(y) >= batch_size:
-            return memory_dataset(x, y, batch_size, seed)
+    """The training batches: from memory where memory_arrays gives the split, else streamed
+    from Transform's files."""
+    arrays = memory_arrays(spec, batch_size, strategy)
+    if arrays is not None:
+        return memory_dataset(*arrays, batch_size, seed)
     return make_dataset(spec.train_files, spec.transform_output, batch_size, seed, True)
 
 
