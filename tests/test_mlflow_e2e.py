@@ -122,7 +122,7 @@ def test_a_run_that_fails_after_tracking_started_ends_failed_with_its_reason(
     mlflow_server, tmp_path
 ):
     lines = ["x,color,label"] + [
-        f"{i * 0.1:.1f},{['red', 'blue'][i % 2] if i < 360 else f'c{i}'},{i % 2}"
+        f"{i * 0.1:.1f},{['red', 'blue'][i % 2] if i < 386 else f'c{i}'},{i % 2}"
         for i in range(400)
     ]
     data = tmp_path / "drift.csv"

@@ -50,7 +50,9 @@ def guessed_booleans(result) -> list[str]:
 # SchemaGen gives a string feature with few distinct values in the train split a domain of those
 # values; every eval text is then "unexpected". Texts, categories and bags of values are read
 # through a vocabulary with an out-of-vocabulary id (components/data/preprocessing.py): a value
-# the train split did not have is expected there, not drift.
+# the train split did not have is expected there, not drift. A string of at most 16 values
+# (inspection.ONE_HOT_MAX, one-hot) is a closed set, a country or a colour: a new value in it is
+# drift, and stops the run.
 UNEXPECTED_STRINGS = {anomalies_pb2.AnomalyInfo.ENUM_TYPE_UNEXPECTED_STRING_VALUES}
 
 

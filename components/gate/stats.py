@@ -74,17 +74,20 @@ class Paired:
                 f"examples. Received: {candidate.shape} vs {reference.shape}"
             )
         seeds, n = candidate.shape
-        per_example = (candidate.astype(np.int64) - reference).sum(axis=0)  # sum over seeds
-        values, counts = np.unique(per_example, return_counts=True)
+        levels: tuple = ()
+        if seeds > 1:
+            # Each example's difference summed over seeds: small integers, 2 bytes each (the
+            # gate's streamed comparisons hold a few bytes per eval example, not 8 per seed).
+            per_example = (candidate.astype(np.int16) - reference).sum(axis=0, dtype=np.int16)
+            values, counts = np.unique(per_example, return_counts=True)
+            levels = tuple((float(v) / seeds, int(k)) for v, k in zip(values, counts, strict=True))
         return cls(
             n=int(n),
-            b=int(np.sum(candidate & ~reference)),
-            c=int(np.sum(~candidate & reference)),
-            both=int(np.sum(candidate & reference)),
+            b=int(np.count_nonzero(candidate & ~reference)),
+            c=int(np.count_nonzero(~candidate & reference)),
+            both=int(np.count_nonzero(candidate & reference)),
             seeds=int(seeds),
-            levels=tuple((float(v) / seeds, int(k)) for v, k in zip(values, counts, strict=True))
-            if seeds > 1
-            else (),
+            levels=levels,
         )
 
     def accuracies(self) -> tuple[float, float]:
