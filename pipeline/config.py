@@ -47,6 +47,9 @@ class RunConfig:
         parity: `evidence` (a rule the data cannot decide does not reject) or `strict`.
         speed_rounds: rounds of the side-by-side speed measurement (0: none; the speed rule
             then judges the trainers' own throughputs).
+        tfma_max_examples: TFMA reads at most this many eval examples on a local run, a
+            systematic sample (components/gate/evaluator.py); 0: every one. The gate's rules
+            read every eval example whatever it is.
         amp_train_steps: train the AMP candidate for this many steps instead of
             `train.train_steps`: a way to see a rejection on purpose. None: the same.
         serving_latency_budget_ms: largest p99 latency of a single-example request to the
@@ -76,6 +79,7 @@ class RunConfig:
     error_tolerance: float = GateConfig.error_tolerance
     parity: str = "evidence"
     speed_rounds: int = 7
+    tfma_max_examples: int = 50_000  # components/gate/evaluator.py MAX_EXAMPLES
     amp_train_steps: int | None = None
     serving_latency_budget_ms: float = 500.0
     image_size: int = 32
@@ -102,11 +106,12 @@ class RunConfig:
                 f"Invalid value for argument parity: expected one of {', '.join(PARITY_MODES)}. "
                 f"Received: parity={self.parity!r}"
             )
-        if self.speed_rounds < 0:
-            raise ValueError(
-                "Invalid value for argument speed_rounds: must be 0 (none) or more. "
-                f"Received: speed_rounds={self.speed_rounds!r}"
-            )
+        for name in ("speed_rounds", "tfma_max_examples"):
+            if getattr(self, name) < 0:
+                raise ValueError(
+                    f"Invalid value for argument {name}: must be 0 (none) or more. "
+                    f"Received: {name}={getattr(self, name)!r}"
+                )
         for name in ("image_size", "amp_train_steps"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(

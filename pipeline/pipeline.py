@@ -353,6 +353,7 @@ def create_pipeline(
             baseline_model=baseline,
             eval_config=eval_config(config, data),
             example_splits=["eval"],
+            max_examples=config.tfma_max_examples,
         ).with_id(node_id)
 
     evaluator = evaluate_against(trainer_fp32.outputs["model"], EVALUATOR)

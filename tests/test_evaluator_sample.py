@@ -3,7 +3,6 @@
 import json
 import os
 
-import pytest
 import tensorflow as tf
 from tfx.components.evaluator import executor as evaluator_executor
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
@@ -25,7 +24,7 @@ def _examples(tmp_path, n: int) -> standard_artifacts.Examples:
     return examples
 
 
-def _run(tmp_path, monkeypatch, n: int, beam_args=None):
+def _run(tmp_path, monkeypatch, n: int, beam_args=None, props=None):
     """SampledExecutor.Do with TFX's own Do replaced by a recorder of what TFMA would read."""
     seen = {}
 
@@ -53,7 +52,7 @@ def _run(tmp_path, monkeypatch, n: int, beam_args=None):
             standard_component_specs.EVALUATION_KEY: [evaluation],
             standard_component_specs.BLESSING_KEY: [blessing],
         },
-        {},
+        props or {},
     )
     return seen, evaluation.uri
 
@@ -78,27 +77,16 @@ def test_a_small_split_or_a_cluster_runner_reads_every_example(tmp_path, monkeyp
     assert len(seen["records"]) == 1000 and evaluator.sample_record(uri) is None
 
 
-@pytest.mark.e2e
-def test_a_whole_run_gives_tfma_a_sample_and_the_gate_still_judges_every_example(
-    tmp_path, monkeypatch
-):
-    """In process, so that the bound can be lowered under the digits' eval split."""
-    from pipeline.cli import main
-    from tests.helpers import CHEAP, LOOSE_GATE
+def test_the_bound_is_the_runs_own_and_zero_lifts_it(tmp_path, monkeypatch):
+    """`run --tfma-max-examples` reaches the executor as the `max_examples` parameter."""
+    seen, uri = _run(tmp_path / "ten", monkeypatch, 1000, props={evaluator.MAX_EXAMPLES_KEY: 10})
+    assert seen["records"] == [f"record-{i}" for i in range(0, 1000, 100)]
+    assert evaluator.sample_record(uri) == {"examples": 10, "of": 1000, "every": 100}
+    seen, uri = _run(tmp_path / "all", monkeypatch, 1000, props={evaluator.MAX_EXAMPLES_KEY: 0})
+    assert len(seen["records"]) == 1000 and evaluator.sample_record(uri) is None
 
-    monkeypatch.setattr(evaluator, "MAX_EXAMPLES", 100)
-    out = tmp_path / "out"
-    code = main(["run", "--output", str(out), "--train-steps", "40", *LOOSE_GATE, *CHEAP])
-    summary = json.loads((out / "run_summary.json").read_text())
-    assert code == 0, summary.get("error")
-    sample = summary["gate"]["tfma_sample"]["fp32_baseline"]
-    assert sample["every"] == -(-sample["of"] // 100) and sample["examples"] <= 100
-    assert summary["gate"]["tfma_sample"]["production"] is None  # nothing in production
-    decision = json.loads((out / "decision.json").read_text())
-    # TFMA's per-class reading is there, from the sample ...
-    assert decision["per_class_accuracy"]
-    # ... and the parity rule counted every eval example, not the sample.
-    (parity,) = [r for r in decision["rules"] if r["name"] == "accuracy_parity"]
-    assert parity["n"] == sample["of"] and f"n={sample['of']:,}" in parity["detail"]
-    # The accuracies the rules judge are over every example too (k/378, not k/95).
-    assert round(decision["measurements"]["amp_accuracy"] * sample["of"], 6).is_integer()
+
+def test_the_run_configs_default_bound_is_the_evaluators():
+    from pipeline.config import RunConfig
+
+    assert RunConfig().tfma_max_examples == evaluator.MAX_EXAMPLES

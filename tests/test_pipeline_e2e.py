@@ -152,8 +152,18 @@ def test_rerun_uses_cache_and_keeps_every_pushed_version(digits_run):
     assert summary["status"] == "promoted" and summary["already_in_production"]
     assert summary["exports"]["saved_model"] == str(serving / old_version)
 
+    # TFMA's bound lowered under the digits' eval split: both Evaluators read a sample.
     fresh = run_cli(
-        "run", "--output", str(out), "--train-steps", STEPS, "--no-cache", *LOOSE_GATE, *CHEAP
+        "run",
+        "--output",
+        str(out),
+        "--train-steps",
+        STEPS,
+        "--no-cache",
+        "--tfma-max-examples",
+        "100",
+        *LOOSE_GATE,
+        *CHEAP,
     )
     assert fresh.returncode == 0, fresh.stderr
     versions = pushed_versions(serving)
@@ -164,6 +174,18 @@ def test_rerun_uses_cache_and_keeps_every_pushed_version(digits_run):
     assert "| production_regression |" in decision_md and "vs production" in decision_md
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["production"]["accuracy"] is not None
+    samples = summary["gate"]["tfma_sample"]
+    for sample in (samples["fp32_baseline"], samples["production"]):
+        assert sample["every"] == -(-sample["of"] // 100) and sample["examples"] <= 100
+    decision = json.loads((out / "decision.json").read_text())
+    assert decision["per_class_accuracy"]  # TFMA's per-class reading, from the sample ...
+    # ... while the rules counted every eval example (k/378, not k/95).
+    n = samples["fp32_baseline"]["of"]
+    (parity,) = [r for r in decision["rules"] if r["name"] == "accuracy_parity"]
+    assert parity["n"] == n and f"n={n:,}" in parity["detail"]
+    assert round(decision["measurements"]["amp_accuracy"] * n, 6).is_integer()
+    (production,) = [r for r in decision["rules"] if r["name"] == "production_regression"]
+    assert production["n"] == n
 
 
 def test_rejection_names_the_rule_and_leaves_production_untouched(digits_run):

@@ -30,7 +30,7 @@ if [ -z "${SMOKE:-}" ]; then
   BERT=(--models bert --bert-size base --seq-lens 128,512 --batch-size 32 --steps 20
     --warmup-steps 3)
 else  # the script's plumbing on the smallest models (JAX compiles ResNet-50 for a minute on CPU)
-  RESNET=(--models mlp --batch-size 2 --steps 1 --warmup-steps 1 --search-start 2
+  RESNET=(--models mlp --batch-size 2 --steps 1 --warmup-steps 1 --search-start 4
     --batch-limit 4 --search-budget-s 60)
   BERT=(--models bert --bert-size tiny --seq-lens 8 --batch-size 2 --steps 1 --warmup-steps 1)
 fi

@@ -12,7 +12,7 @@ systematic sample of it: every k-th example, k = ceil(n / MAX_EXAMPLES), written
 the evaluation and deleted after. An accuracy on m sampled examples has a standard error of at
 most 0.5 / sqrt(m) (0.22 points at 50,000). `tfma_sample.json` in the evaluation says what was
 read (m of n, k), and the gate's decision.json repeats it. On a cluster runner TFMA reads the
-whole split, as TFX's Evaluator does.
+whole split, as TFX's Evaluator does. `run --tfma-max-examples N` sets the bound; 0 lifts it.
 """
 
 from __future__ import annotations
@@ -27,10 +27,12 @@ from tfx.components.evaluator import executor as evaluator_executor
 from tfx.components.util import examples_utils
 from tfx.dsl.components.base import executor_spec
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
+from tfx.types.component_spec import ExecutionParameter
 
 from core.runner import runs_locally
 
-MAX_EXAMPLES = 50_000
+MAX_EXAMPLES = 50_000  # the default bound; `run --tfma-max-examples` sets it (0: no bound)
+MAX_EXAMPLES_KEY = "max_examples"
 SAMPLE_JSON = "tfma_sample.json"
 EVAL_SPLIT = "eval"
 
@@ -85,11 +87,14 @@ class SampledExecutor(evaluator_executor.Executor):
         examples = artifact_utils.get_single_instance(
             input_dict[standard_component_specs.EXAMPLES_KEY]
         )
+        bound = exec_properties.get(MAX_EXAMPLES_KEY)
+        bound = MAX_EXAMPLES if bound is None else int(bound)
         files = split_files(examples.uri)
-        n = count_records(files) if runs_locally(self._beam_pipeline_args) else 0
-        if n <= MAX_EXAMPLES:
+        local = runs_locally(self._beam_pipeline_args) and bound > 0
+        n = count_records(files) if local else 0
+        if n <= bound or not local:
             return super().Do(input_dict, output_dict, exec_properties)
-        every = math.ceil(n / MAX_EXAMPLES)
+        every = math.ceil(n / bound)
         sample_dir = os.path.join(os.path.dirname(evaluation.rstrip("/")), "eval_sample")
         try:
             m = write_sample(files, every, sample_dir)
@@ -109,7 +114,42 @@ class SampledExecutor(evaluator_executor.Executor):
         return None
 
 
-class Evaluator(tfx.components.Evaluator):
-    """tfx.components.Evaluator with the sampling executor above (node id `Evaluator`)."""
+class SampledEvaluatorSpec(standard_component_specs.EvaluatorSpec):
+    PARAMETERS = {
+        **standard_component_specs.EvaluatorSpec.PARAMETERS,
+        MAX_EXAMPLES_KEY: ExecutionParameter(type=int, optional=True),
+    }
 
+
+class Evaluator(tfx.components.Evaluator):
+    """tfx.components.Evaluator with the sampling executor above (node id `Evaluator`), and
+    `max_examples`: TFMA's bound on a local run (0: every eval example)."""
+
+    SPEC_CLASS = SampledEvaluatorSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(SampledExecutor)
+
+    def __init__(  # the arguments of TFX's Evaluator this pipeline passes, and the bound
+        self,
+        examples,
+        model,
+        baseline_model,
+        eval_config,
+        example_splits: list[str],
+        max_examples: int = MAX_EXAMPLES,
+    ):
+        from tfx import types
+        from tfx.dsl.components.base import base_beam_component
+        from tfx.utils import json_utils
+
+        spec = SampledEvaluatorSpec(
+            examples=examples,
+            model=model,
+            baseline_model=baseline_model,
+            fairness_indicator_thresholds=json_utils.dumps(None),
+            example_splits=json_utils.dumps(example_splits),
+            evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
+            eval_config=eval_config,
+            blessing=types.Channel(type=standard_artifacts.ModelBlessing),
+            max_examples=max_examples,
+        )
+        base_beam_component.BaseBeamComponent.__init__(self, spec=spec)

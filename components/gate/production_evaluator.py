@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import os
 
-from tfx import v1 as tfx
 from tfx.dsl.components.base import executor_spec
 from tfx.types import artifact_utils, standard_component_specs
 
-from components.gate.evaluator import SampledExecutor
+from components.gate.evaluator import Evaluator, SampledExecutor
 from core import names
 from core.errors import InputError
 
@@ -135,7 +134,7 @@ class Executor(SampledExecutor):
         return None
 
 
-class ProductionEvaluator(tfx.components.Evaluator):
-    """tfx.components.Evaluator with the executor above."""
+class ProductionEvaluator(Evaluator):
+    """The sampling Evaluator (components/gate/evaluator.py) with the executor above."""
 
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)

@@ -100,6 +100,13 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
         "the trainers' own throughputs, one after the other (default: %(default)s)",
     )
     p.add_argument(
+        "--tfma-max-examples",
+        type=argtypes.count,
+        default=DEFAULTS.tfma_max_examples,
+        help="on a local run TFMA's Evaluators read at most this many eval examples, every k-th "
+        "one; 0: every example. The gate's rules always read every one (default: %(default)s)",
+    )
+    p.add_argument(
         "--model-name", default="", help="served model name (default: 'digits' or the input's name)"
     )
     add_training_flags(p)
