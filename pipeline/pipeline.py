@@ -12,6 +12,7 @@ from tfx import v1 as tfx
 from components.data.anomaly_check import AnomalyCheck
 from components.data.example_gen import CsvExampleGen, ImportExampleGen
 from components.data.ingest import MAX_SLICED_CLASSES
+from components.data.transform import Transform
 from components.export import tflite
 from components.gate.component import PromotionGate
 from components.gate.evaluator import Evaluator
@@ -250,7 +251,7 @@ def data_components(data: DataSpec, data_root, pattern: str, model_module: Modul
             (*data.text_features, *data.categorical_features, *(b for b, _ in data.bag_features))
         ),
     )
-    transform = tfx.components.Transform(
+    transform = Transform(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
         preprocessing_fn="components.data.preprocessing.preprocessing_fn",

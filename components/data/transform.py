@@ -1,0 +1,64 @@
+"""Transform: TFX's Transform component, with larger Beam batches for narrow rows.
+
+TFX's Transform leaves tf.Transform's batch size to tfx_bsl, which lets Beam's BatchElements grow
+batches from 1 up to 1,000 rows. Every batch is a call into the TensorFlow graph of the
+preprocessing_fn (and, in the analysis pass, of its analyzers), with a fixed cost per call and
+per column. Where a row holds at most `NARROW_VALUES` values (a table's columns, not an image's
+pixels), `BATCH_ROWS` rows per batch are fed instead. Measured on the scale benchmark's 65
+columns at 200k rows, TFX's executor alone in fresh processes, alternating (2-core AMD EPYC
+Zen 4): 64.8, 62.0 and 65.6 s with TFX's batching; 54.2, 56.0 and 61.0 s with 8,192 rows
+(the 61.0 s a first run before the alternation).
+Wider rows keep TFX's own batching, whose batches stay small.
+
+TFX's executor builds its `TransformProcessor` by the module's name inside `Do`, and the batch
+size is that class's `_GetDesiredBatchSize`: `Executor.Do` below puts the subclass under that
+name for the duration of its call (one component runs at a time in a process).
+"""
+
+from __future__ import annotations
+
+import math
+
+from tfx import v1 as tfx
+from tfx.components.transform import executor as transform_executor
+from tfx.dsl.components.base import executor_spec
+
+BATCH_ROWS = 8192
+NARROW_VALUES = 256  # values per row: at most 2M values (8-16 MB) per batch
+
+
+def values_per_row(schema) -> int:
+    """The values one example holds by the schema: a fixed shape's size, else 1 per feature."""
+    total = 0
+    for feature in schema.feature:
+        dims = [d.size for d in feature.shape.dim]
+        total += math.prod(dims) if dims else 1
+    return total
+
+
+class BatchedProcessor(transform_executor.TransformProcessor):
+    """TFX's TransformProcessor with `BATCH_ROWS` rows per batch for narrow rows."""
+
+    def _GetDesiredBatchSize(self, data_format, schema):  # noqa: N802 - TFX's name
+        tfx_choice = super()._GetDesiredBatchSize(data_format, schema)
+        if tfx_choice is not None:
+            return tfx_choice  # SequenceExamples read as raw records: TFX's batch of 1
+        return BATCH_ROWS if values_per_row(schema) <= NARROW_VALUES else None
+
+
+class Executor(transform_executor.Executor):
+    """TFX's Transform executor, its processor the batched one."""
+
+    def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
+        tfx_processor = transform_executor.TransformProcessor
+        transform_executor.TransformProcessor = BatchedProcessor
+        try:
+            return super().Do(input_dict, output_dict, exec_properties)
+        finally:
+            transform_executor.TransformProcessor = tfx_processor
+
+
+class Transform(tfx.components.Transform):
+    """tfx.components.Transform with the executor above."""
+
+    EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
