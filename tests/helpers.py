@@ -239,3 +239,19 @@ def predict_over_both_protocols(model_dir: Path, model: str, request: Path) -> d
         }
     finally:
         stop_server(server)
+
+
+def write_eval_split(root: Path, n: int, feature: str = "v") -> str:
+    """An Examples folder (`root`) whose gzipped eval split holds n examples, example i with the
+    int64 feature `feature` = i."""
+    import tensorflow as tf
+
+    split = root / "Split-eval"
+    split.mkdir(parents=True)
+    options = tf.io.TFRecordOptions(compression_type="GZIP")
+    with tf.io.TFRecordWriter(str(split / "data.gz"), options) as w:
+        for i in range(n):
+            value = tf.train.Feature(int64_list=tf.train.Int64List(value=[i]))
+            example = tf.train.Example(features=tf.train.Features(feature={feature: value}))
+            w.write(example.SerializeToString())
+    return str(root)

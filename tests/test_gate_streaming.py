@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from components.gate import evidence
 from core import names
+from tests.helpers import write_eval_split
 
 
 def _model(path, offset: int) -> str:
@@ -31,19 +32,6 @@ def _model(path, offset: int) -> str:
     return str(path)
 
 
-def _eval_split(root, n: int) -> str:
-    split = root / "Split-eval"
-    split.mkdir(parents=True)
-    options = tf.io.TFRecordOptions(compression_type="GZIP")
-    with tf.io.TFRecordWriter(str(split / "data.gz"), options) as w:
-        for i in range(n):
-            feature = {"v": tf.train.Feature(int64_list=tf.train.Int64List(value=[i]))}
-            w.write(
-                tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
-            )
-    return str(root)
-
-
 def _peak_bytes(examples: str, candidate: str, production: str):
     tracemalloc.start()
     pairs = evidence.production_pairs(examples, candidate, production)
@@ -54,8 +42,8 @@ def _peak_bytes(examples: str, candidate: str, production: str):
 
 def test_production_pairs_count_every_example_in_memory_that_does_not_grow_with_them(tmp_path):
     right, wrong = _model(tmp_path / "right", 0), _model(tmp_path / "wrong", 1)
-    small = _eval_split(tmp_path / "small", 5_000)
-    large = _eval_split(tmp_path / "large", 100_000)
+    small = write_eval_split(tmp_path / "small", 5_000)
+    large = write_eval_split(tmp_path / "large", 100_000)
     evidence.production_pairs(small, right, wrong)  # warm: TensorFlow's own first allocations
     pairs, small_peak = _peak_bytes(small, right, wrong)
     assert (pairs.n, pairs.b, pairs.c) == (5_000, 5_000, 0)

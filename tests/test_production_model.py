@@ -10,6 +10,7 @@ from components.gate import production_evaluator
 from components.gate.production_evaluator import ProductionModelMismatch, check_production_model
 from core import names
 from core.errors import InputError
+from tests.helpers import write_eval_split
 
 
 def _model(path, feature: str, answer: str = names.CLASS_IDS) -> str:
@@ -30,19 +31,6 @@ def _model(path, feature: str, answer: str = names.CLASS_IDS) -> str:
     signatures = {names.SERVING_SIGNATURE: m.serve, names.TRANSFORM_SIGNATURE: m.transform}
     tf.saved_model.save(m, str(path / names.SERVING_MODEL_DIR), signatures=signatures)
     return str(path)
-
-
-def _examples(root, feature: str) -> str:
-    """An Examples folder whose eval split holds 3 examples with the int feature `feature`."""
-    split = root / "Split-eval"
-    split.mkdir(parents=True)
-    options = tf.io.TFRecordOptions(compression_type="GZIP")
-    with tf.io.TFRecordWriter(str(split / "data.gz"), options) as w:
-        for i in range(3):
-            value = tf.train.Feature(int64_list=tf.train.Int64List(value=[i]))
-            example = tf.train.Example(features=tf.train.Features(feature={feature: value}))
-            w.write(example.SerializeToString())
-    return str(root)
 
 
 def _inputs(candidate: str, production: str, examples: str) -> dict:
@@ -70,12 +58,12 @@ def models(tmp_path_factory):
 
 
 def test_a_production_model_of_the_same_inputs_passes(models, tmp_path):
-    examples = _examples(tmp_path / "examples", "v")
+    examples = write_eval_split(tmp_path / "examples", 3, "v")
     check_production_model(_inputs(models["v"], models["v_again"], examples))  # no error
 
 
 def test_a_production_model_of_other_columns_stops_the_run_naming_the_missing_one(models, tmp_path):
-    examples = _examples(tmp_path / "examples", "v")
+    examples = write_eval_split(tmp_path / "examples", 3, "v")
     with pytest.raises(ProductionModelMismatch) as caught:
         check_production_model(_inputs(models["v"], models["w"], examples))
     message = str(caught.value)
@@ -86,7 +74,7 @@ def test_a_production_model_of_other_columns_stops_the_run_naming_the_missing_on
 
 
 def test_a_production_regressor_is_not_compared_with_a_classifier(models, tmp_path):
-    examples = _examples(tmp_path / "examples", "v")
+    examples = write_eval_split(tmp_path / "examples", 3, "v")
     with pytest.raises(ProductionModelMismatch, match="answers"):
         check_production_model(_inputs(models["v"], models["v_regression"], examples))
 
