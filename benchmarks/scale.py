@@ -57,7 +57,7 @@ class RssSampler:
             cmd = " ".join(proc.cmdline())
         except (psutil.Error, OSError):
             return "other"
-        if "trainer_process" in cmd:
+        if "components.training.process" in cmd:  # python -m core.child_process MODULE ...
             return "trainer"
         if "sdk_worker" in cmd or "multiprocessing" in cmd or "apache_beam" in cmd:
             return "beam_worker"
