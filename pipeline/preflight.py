@@ -9,7 +9,7 @@ margin:
 
 - **Memory.** Since the driver stopped holding per-example data (ExampleGen's splits, the
   gate's evidence; TFMA on a bounded sample) its peak no longer grows with the rows:
-  DRIVER_MB, measured flat from 1M to 3M rows (1.86 and 1.93 GB). Beside it run one trainer
+  DRIVER_MB, measured flat from 1M to 3M rows (2.07 and 2.17 GB). Beside it run one trainer
   process at a time (TRAINER_MB plus the train split, which it holds in memory up to 256 MiB)
   and, with `--beam-workers N` > 1, N Beam worker processes of WORKER_MB each.
 - **Disk.** The output folder holds ExampleGen's gzipped tf.Examples, Transform's output and the
@@ -27,7 +27,8 @@ from pathlib import Path
 from core.errors import InputError
 
 # Measured on a 2-core Zen 4 with a 65-column CSV (benchmarks/RESULTS.md, "Scale"): the
-# driver's peak 1,864 MB at 1M rows and 1,929 MB at 3M; a trainer process 1.1 GB; the output
+# driver's peak 2,072 MB at 1M rows and 2,165 MB at 3M (1,864 and 1,929 MB before Transform's
+# 8,192-row batches); a trainer process 1.1 GB; the output
 # folder 1.5 times the input (511 MB for 338 MiB, 1,519 MB for 1,014 MiB). A DirectRunner worker
 # at --beam-workers 2 peaked at 3.0 GB at 1M rows before the driver's fixes (not measured since).
 DRIVER_MB = 2500
