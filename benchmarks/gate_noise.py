@@ -99,7 +99,8 @@ def run_once(out: Path, *args: str, hog_during: str | None = None) -> dict:
     summary = json.loads((out / names.RUN_SUMMARY_JSON).read_text())
     if summary.get("status") not in ("promoted", "rejected"):
         raise RuntimeError(f"run failed: {err.decode()[-400:]}")
-    rules = {r["name"]: r for r in summary["gate"]["rules"]}
+    gate = summary["gate"]
+    rules = {r["name"]: r for r in (gate.get("twins") or {}).get("amp", gate)["rules"]}
     speed = summary.get("speed") or {}
     return {
         "status": summary["status"],

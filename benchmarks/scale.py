@@ -147,7 +147,7 @@ from components.gate import evidence
 examples, model = sys.argv[1], sys.argv[2]
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 start = time.perf_counter()
-pairs = evidence.production_pairs(examples, model, model)
+(pairs,) = evidence.production_pairs(examples, (model,), model)
 print(json.dumps({"seconds": time.perf_counter() - start, "examples": pairs.n,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "rss_before_mb": base}))

@@ -44,6 +44,9 @@ class RunConfig:
         accuracy_tolerance, min_accuracy, min_speedup: the gate's thresholds (GateConfig).
         error_tolerance: a regression label's: the largest MAE rise, as a share of float32's
             (and production's) MAE, that still promotes (GateConfig).
+        require_amp: ship the AMP twin or nothing (`--require-amp`); by default the float32
+            twin ships when AMP loses and it passes the rules that do not compare the twins
+            (components/gate/twins.py).
         parity: `evidence` (a rule the data cannot decide does not reject) or `strict`.
         speed_rounds: rounds of the side-by-side speed measurement (0: none; the speed rule
             then judges the trainers' own throughputs).
@@ -77,6 +80,7 @@ class RunConfig:
     min_accuracy: float = GateConfig.min_accuracy
     min_speedup: float = GateConfig.min_speedup
     error_tolerance: float = GateConfig.error_tolerance
+    require_amp: bool = False
     parity: str = "evidence"
     speed_rounds: int = 7
     tfma_max_examples: int = 50_000  # components/gate/evaluator.py MAX_EXAMPLES

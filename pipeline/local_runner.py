@@ -70,7 +70,9 @@ def _track_success(tracker, latest, result: dict, config: RunConfig, tags: dict)
     report = write_report(result, fp32, amp, output)
     readiness = output / names.READINESS_JSON
     readiness.write_text(json.dumps(amp.get("readiness"), indent=2) + "\n")
-    candidate = Path(latest.outputs[TRAINER_AMP]["model"].uri) / names.SERVING_MODEL_DIR
+    # The twin that shipped is registered (the AMP twin, tagged rejected, where none did).
+    twin = TRAINER_FP32 if result.get("shipped_precision") == "float32" else TRAINER_AMP
+    candidate = Path(latest.outputs[twin]["model"].uri) / names.SERVING_MODEL_DIR
     tags = {
         **tags,
         "tfx.run_id": latest.run_id or "",
@@ -168,6 +170,7 @@ def _run_locked(config: RunConfig) -> dict:
             # after the data check so that a bad CSV is reported in a second.
             from absl import logging as absl_logging
 
+            from components.amp.diagnosis import recipe_probe
             from components.amp.precision import choose_recipe, detect_hardware
             from components.training import batch_limits
             from pipeline.pipeline import twin_options
@@ -180,11 +183,16 @@ def _run_locked(config: RunConfig) -> dict:
                 if config.data and config.beam.runner == "direct"
                 else []
             )
-            batch_limits.check_batch_size(
-                config.train.batch_size, data.rows, model_for_limits(config, data, module_ref)
-            )
+            limits_model = model_for_limits(config, data, module_ref)
+            batch_limits.check_batch_size(config.train.batch_size, data.rows, limits_model)
             recipe = choose_recipe(detect_hardware(), config.policy, config.xla)
-            write_header(terminal, config, data, recipe)
+            probe = (
+                recipe_probe(limits_model, recipe.policy, config.train.batch_size)
+                if config.policy == "auto"
+                else None
+            )
+            del limits_model
+            write_header(terminal, config, data, recipe, probe)
             for warning in fit_warnings:
                 terminal.write(f"  warning: {warning}\n")
             for removed in clean_partial_pushes(config.serving_dir):
@@ -227,6 +235,7 @@ def _run_locked(config: RunConfig) -> dict:
             result = summary.build_summary(
                 outputs.outputs, recipe, dataclasses.asdict(config), data.to_dict(), output
             )
+            result["recipe_probe"] = probe
             result["timings_s"] = dict(progress.timings)
             result["driver_peak_rss_mb"] = peak_rss_mb()
             result["driver_peak_rss_mb_by_component"] = {
@@ -298,8 +307,9 @@ def check_model_fits_data(config: RunConfig, data, module_ref) -> None:
         )
 
 
-def write_header(terminal, config: RunConfig, data, recipe) -> None:
-    """The run's first lines: warnings, what runs on what, and every notice about the data."""
+def write_header(terminal, config: RunConfig, data, recipe, probe: dict | None = None) -> None:
+    """The run's first lines: warnings, what runs on what, the recipe's probe (does this
+    model's largest matmul gain in the AMP precision here?), every notice about the data."""
     for warning in recipe.warnings:
         terminal.write(f"WARNING: {warning}\n")
     from components.data.report import task_text
@@ -308,6 +318,10 @@ def write_header(terminal, config: RunConfig, data, recipe) -> None:
         f"amp-pipeline: {data.source} ({data.rows} rows, {task_text(data)}), "
         f"model {model_for(config, data)}, AMP policy {recipe.policy} [{recipe.reason}]\n"
     )
+    if probe is not None:
+        from components.amp.diagnosis import probe_text
+
+        terminal.write(f"  probe: {probe_text(probe)}\n")
     for notice in data.notices:
         terminal.write(f"  note: {notice}\n")
     if (data.text_features or data.categorical_features or data.bag_features) and (

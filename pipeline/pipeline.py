@@ -32,6 +32,7 @@ EVALUATOR = "Evaluator"
 PRODUCTION_MODEL = "ProductionModel"
 EVALUATOR_PRODUCTION = "EvaluatorProduction"
 INFRA_VALIDATOR = "InfraValidator"
+INFRA_VALIDATOR_FP32 = "InfraValidatorFp32"
 SIDE_BY_SIDE = "SideBySide"
 GATE = "PromotionGate"
 PUSHER = "Pusher"
@@ -189,7 +190,7 @@ def twin_options(
         loss_scaling=loss_scaling if policy != "float32" else False,
         device=device,
         # The AMP trainer checks AMP readiness before training and measures why AMP was not
-        # faster after it; only the candidate is shipped, so only its edge variants are built.
+        # faster after it. Either twin may ship, so both build their edge variants.
         readiness=True,
         diagnose=True,
     )
@@ -203,7 +204,6 @@ def fp32_options(amp: TrainOptions) -> TrainOptions:
         loss_scaling=False,
         readiness=False,
         diagnose=False,
-        tflite_variants=(),
     )
 
 
@@ -215,14 +215,11 @@ def _train_args(steps):
 
 
 def production_model_resolver() -> tfx.dsl.Resolver:
-    """The model in production: the latest AMP model the gate promoted (and so pushed)."""
+    """The model in production: the latest model the gate promoted (and so pushed), whichever
+    twin it was: the Model channel is every trainer's (the blessing names the twin)."""
     return tfx.dsl.Resolver(
         strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
-        model=tfx.dsl.Channel(
-            type=tfx.types.standard_artifacts.Model,
-            producer_component_id=TRAINER_AMP,
-            output_key="model",
-        ),
+        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
         model_blessing=tfx.dsl.Channel(
             type=tfx.types.standard_artifacts.ModelBlessing,
             producer_component_id=GATE,
@@ -363,13 +360,19 @@ def create_pipeline(
     evaluator_production = evaluate_against(
         production_model.outputs["model"], EVALUATOR_PRODUCTION, ProductionEvaluator
     )
-    infra_validator = InfraValidator(
-        model=trainer_amp.outputs["model"],
-        examples=example_gen.outputs["examples"],
-        model_name=model_name_for(config, data),
-        latency_budget_ms=config.serving_latency_budget_ms,
-        requested_at=infra_requested_at,
-    ).with_id(INFRA_VALIDATOR)
+
+    def infra_validate(trainer, node_id: str):
+        """The twin behind the local server (either twin may ship, so both are served)."""
+        return InfraValidator(
+            model=trainer.outputs["model"],
+            examples=example_gen.outputs["examples"],
+            model_name=model_name_for(config, data),
+            latency_budget_ms=config.serving_latency_budget_ms,
+            requested_at=infra_requested_at,
+        ).with_id(node_id)
+
+    infra_validator = infra_validate(trainer_amp, INFRA_VALIDATOR)
+    infra_validator_fp32 = infra_validate(trainer_fp32, INFRA_VALIDATOR_FP32)
     side_by_side = place_speed_check(
         SideBySide(
             fp32_run=trainer_fp32.outputs["model_run"],
@@ -384,7 +387,9 @@ def create_pipeline(
         fp32_run=trainer_fp32.outputs["model_run"],
         amp_run=trainer_amp.outputs["model_run"],
         model=trainer_amp.outputs["model"],
+        fp32_model=trainer_fp32.outputs["model"],
         infra_blessing=infra_validator.outputs["blessing"],
+        fp32_infra_blessing=infra_validator_fp32.outputs["blessing"],
         accuracy_tolerance=accuracy_tolerance,
         min_accuracy=config.min_accuracy,
         min_speedup=config.min_speedup,
@@ -396,9 +401,11 @@ def create_pipeline(
         task=data.task,
         error_tolerance=config.error_tolerance,
         label_mean=data.label_mean,
+        require_amp=int(config.require_amp),
     ).with_id(GATE)
     pusher = Pusher(
         model=trainer_amp.outputs["model"],
+        fp32_model=trainer_fp32.outputs["model"],
         model_blessing=gate.outputs["blessing"],
         push_base=f"{serving_base}/{model_name_for(config, data)}",
     ).with_id(PUSHER)
@@ -418,6 +425,7 @@ def create_pipeline(
             production_model,
             evaluator_production,
             infra_validator,
+            infra_validator_fp32,
             side_by_side,
             gate,
             pusher,

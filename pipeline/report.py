@@ -78,16 +78,30 @@ def plot_loss_scale(amp: dict, path: Path) -> Path:
     return path
 
 
+def _twin_name(gate: dict) -> str:
+    shipped = gate.get("shipped_precision")
+    return (
+        "float32 twin (shipped)"
+        if shipped == "float32"
+        else ("AMP twin (shipped)" if shipped == "amp" else "AMP twin (nothing shipped)")
+    )
+
+
 def gate_section(summary: dict) -> list[str]:
     """report.md's gate: each rule's outcome with its estimate and 95% interval, the seeds and
     the side-by-side speed measurement."""
-    lines = [
-        "## Promotion gate",
-        "",
+    from components.gate.rules import twins_table
+
+    gate = summary["gate"]
+    lines = ["## Promotion gate", ""]
+    if gate.get("twins"):
+        lines += [f"**{gate.get('headline', '')}**", "", *twins_table(gate), ""]
+        lines += [f"Rules of the {_twin_name(gate)}:", ""]
+    lines += [
         "| rule | outcome | estimate | 95% interval | n | reason |",
         "|---|---|---|---|---|---|",
     ]
-    for r in summary["gate"]["rules"]:
+    for r in gate["rules"]:
         iv = r.get("interval")
         lines.append(
             f"| {r['name']} | {r.get('outcome') or ('pass' if r['passed'] else 'fail')} | "
@@ -342,7 +356,10 @@ def write_report(summary: dict, fp32: dict, amp: dict, out_dir: Path) -> dict[st
         f"**{number(summary['memory_ratio'], '.2f')}x** (recipe ratio, "
         f"{summary['fp32']['memory_method']})",
         quality_line(summary),
-        f"- Gate: {'passed' if gate['passed'] else 'failed: ' + ', '.join(gate['failed'])}",
+        f"- Gate: {gate.get('headline') or ('passed' if gate['passed'] else 'failed')}",
+        f"- Shipped: {summary.get('shipped_precision', 'amp')} twin"
+        if summary.get("shipped_precision", "amp") != "none"
+        else "- Shipped: neither twin",
         f"- Pushed: {summary['exports']['saved_model'] or 'nothing'}",
         "",
         *gate_section(summary),

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 from components.amp.precision import Recipe
-from components.gate import speed_record
+from components.gate import speed_record, twins
 from core import names
 from core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_PROMOTED, EXIT_REJECTED
 from pipeline.results import NodeOutput
@@ -29,10 +29,11 @@ TRAINER = {
 # here is present with a value of the given type(s); others may be added freely. A dict value is
 # a nested contract; [x] is a list whose items follow x.
 CONTRACT = {
-    "status": str,  # "promoted" or "rejected"
+    "status": str,  # "promoted" (a twin shipped) or "rejected" (none did)
+    "shipped_precision": str,  # "amp", "float32" (the float32 twin shipped) or "none"
     "task": str,  # "classification" or "regression" (then each trainer has "metrics": mae,
     # rmse, r2 in the label's units, and "mae_change" replaces "accuracy_delta")
-    "exit_code": int,  # 0 promoted, 3 rejected
+    "exit_code": int,  # 0 a twin shipped, 3 none did
     "policy": str,  # what the AMP trainer ran
     "xla": bool,
     "loss_scaling": bool,
@@ -50,9 +51,12 @@ CONTRACT = {
     "memory_ratio": OPTIONAL_NUMBER,
     "accuracy_delta": OPTIONAL_NUMBER,
     "gate": {
-        "passed": bool,
-        "failed": [str],
-        "rules": [
+        "passed": bool,  # a twin shipped
+        "shipped_precision": str,
+        "why": str,  # why that twin (or none) shipped
+        "failed": [str],  # the shipped twin's failed rules (the AMP twin's where none shipped)
+        "rules": [  # the shipped twin's rules (the AMP twin's where none shipped); "twins"
+            # holds both twins' rules
             {
                 "name": str,
                 "value": OPTIONAL_NUMBER,
@@ -235,13 +239,15 @@ def build_summary(
         outputs.get(PUSHER, {}), already, output_dir / "serving" / config_dict["model_name"]
     )
     status = "promoted" if decision["passed"] and pushed_path else "rejected"
+    shipped = decision.get("shipped_precision", "amp") if status == "promoted" else "none"
     regression = decision.get("task") == "regression"
 
     def trainer(figures: dict, accuracy: float) -> dict:
         return trainer_summary(figures, accuracy, regression)
 
+    amp_rules = (decision.get("twins") or {}).get("amp", decision)["rules"]
     parity_rule = next(
-        (r for r in decision["rules"] if r["name"] in ("accuracy_parity", "error_parity")), {}
+        (r for r in amp_rules if r["name"] in ("accuracy_parity", "error_parity")), {}
     )
     amp_out = trainer(amp, measured["amp_accuracy"])
     amp_out["loss_scale"] = {k: v for k, v in amp.get("loss_scale", {}).items() if k != "history"}
@@ -251,9 +257,13 @@ def build_summary(
     record = decision.get("speed_record") or speed_record.build(fp32, amp, speed)
     # The gate's figure: the precision ratio where it was measured, else the recipe ratio.
     speedup = record[record["gate_uses"]]["ratio"]
-    mark_tflite_outcomes(amp.get("tflite", {}), decision["rules"])
+    # The TFLite variants of the twin that shipped (the AMP twin's where none did).
+    edge = (fp32 if shipped == "float32" else amp).get("tflite", {})
+    mark_tflite_outcomes(edge, decision["rules"])
     return {
         "status": status,
+        "shipped_precision": shipped,
+        "shipped_policy": "float32" if shipped == "float32" else amp.get("policy", recipe.policy),
         "task": decision.get("task", "classification"),
         "exit_code": EXIT_PROMOTED if status == "promoted" else EXIT_REJECTED,
         # What the AMP trainer ran (it may have fallen back from XLA), not what was asked.
@@ -302,14 +312,19 @@ def build_summary(
         "mae_change": parity_rule.get("value") if regression else None,
         "gate": {
             "passed": decision["passed"],
+            "shipped_precision": decision.get("shipped_precision", "amp"),
+            "why": decision.get("why", ""),
+            "headline": twins.headline(decision),
+            "require_amp": decision.get("require_amp", False),
             "failed": decision["failed"],
             "rules": decision["rules"],
+            "twins": decision.get("twins"),
             "tfma_failures": decision["tfma_failures"],
             # TFMA's reading of a large eval split is a sample (components/gate/evaluator.py).
             "tfma_sample": decision.get("tfma_sample"),
             "decision_md": str(output_dir / names.DECISION_MD),
         },
-        "exports": exports(pushed_path, amp.get("tflite", {})),
+        "exports": exports(pushed_path, edge),
         "serving": _serving(decision.get("serving", {})),
         "already_in_production": already,
         "evaluation": evaluation_paths(outputs),

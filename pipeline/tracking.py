@@ -321,7 +321,12 @@ class RunTracker:
         gate = summary["gate"]
         run = self._create("gate", {**tags, "decision": summary["status"]}, parent=self.run_id)
         metrics = {"gate_passed": bool(gate["passed"])}
-        tags = {"failed_rules": ",".join(gate["failed"]) or "none"}
+        tags = {
+            "failed_rules": ",".join(gate["failed"]) or "none",
+            "shipped_precision": summary.get("shipped_precision", "amp"),
+        }
+        for twin, record in (gate.get("twins") or {}).items():
+            tags[f"{twin}_twin.failed_rules"] = ",".join(record["failed"]) or "none"
         for rule in gate["rules"]:
             name = rule["name"]
             metrics[f"rule_{name}_passed"] = bool(rule["passed"])
@@ -355,6 +360,16 @@ class RunTracker:
         version = mlflow.register_model(info.model_uri, model_name)
         gate = summary["gate"]
         self.client.set_model_version_tag(model_name, version.version, "gate", summary["status"])
+        # Which twin this version is, and the dtype policy it trained under.
+        shipped = summary.get("shipped_precision", "amp")
+        twin = "float32" if shipped == "float32" else "amp"
+        self.client.set_model_version_tag(model_name, version.version, "twin", twin)
+        self.client.set_model_version_tag(
+            model_name,
+            version.version,
+            "precision",
+            "float32" if twin == "float32" else summary.get("policy", ""),
+        )
         if summary["status"] == "promoted":
             set_alias(self.client, model_name, CHAMPION, version.version)
         else:
@@ -413,6 +428,8 @@ class RunTracker:
                 **tags,
                 **speed_tags(summary.get("speed_record")),
                 "decision": summary["status"],
+                "shipped_precision": summary.get("shipped_precision", "amp"),
+                "gate_why": summary["gate"].get("why", ""),
                 "failed_rules": ",".join(summary["gate"]["failed"]) or "none",
                 **readiness_tags(summary),
             },

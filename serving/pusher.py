@@ -1,4 +1,4 @@
-"""Pusher: publishes a promoted model into TF Serving's layout, all at once or not at all.
+"""Pusher: publishes the promoted twin into TF Serving's layout, all at once or not at all.
 
 TFX's Pusher copies file by file into the final `<base>/<version>/` folder, so TF Serving can
 load a half-written version and a crash leaves one behind. Here the copy goes to a hidden
@@ -93,21 +93,40 @@ def clean_partial_pushes(serving_dir: Path) -> list[Path]:
     return removed
 
 
+def blessed_model(models: list, model_blessing) -> object:
+    """The model the blessing names (`current_model_id`: the twin the gate shipped).
+
+    Raises:
+        ValueError: the blessing names none of `models`.
+    """
+    wanted = model_blessing.get_int_custom_property("current_model_id")
+    for model in models:
+        if model.id == wanted:
+            return model
+    raise ValueError(
+        f"the blessing names model {wanted}, which is none of the models given to the Pusher "
+        f"({', '.join(str(m.id) for m in models)})"
+    )
+
+
 @tfx.dsl.components.component
 def Pusher(  # noqa: N802 - TFX component names are classes
     model: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.Model],
+    fp32_model: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.Model],
     model_blessing: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ModelBlessing],
     pushed_model: tfx.dsl.components.OutputArtifact[tfx.types.standard_artifacts.PushedModel],
     push_base: tfx.dsl.components.Parameter[str],
 ) -> None:
-    """Publishes the model when the blessing says so; records what it did on `pushed_model`
-    (`pushed`, `pushed_destination`, `pushed_version`, as TFX's Pusher does)."""
+    """Publishes the twin the blessing names (`model`: the AMP twin, `fp32_model`: the float32
+    twin) when the blessing says so; records what it did on `pushed_model` (`pushed`,
+    `pushed_destination`, `pushed_version`, as TFX's Pusher does, and `shipped_precision`)."""
     blessed = model_blessing.get_int_custom_property("blessed") == 1
     pushed_model.set_int_custom_property("pushed", 0)
     if not blessed:
         logger.info("Model not blessed: nothing pushed")
         return
-    source = os.path.join(model.uri, names.SERVING_MODEL_DIR)
+    shipped = blessed_model([model, fp32_model], model_blessing)
+    source = os.path.join(shipped.uri, names.SERVING_MODEL_DIR)
     if "://" in push_base:
         target = publish_remote(source, push_base)
     else:
@@ -116,3 +135,6 @@ def Pusher(  # noqa: N802 - TFX component names are classes
     pushed_model.set_int_custom_property("pushed", 1)
     pushed_model.set_string_custom_property("pushed_destination", target)
     pushed_model.set_string_custom_property("pushed_version", os.path.basename(target))
+    pushed_model.set_string_custom_property(
+        "shipped_precision", model_blessing.get_string_custom_property("shipped_precision")
+    )

@@ -1,8 +1,9 @@
 """The gate at its defaults, end to end on the embedded digits: `make run` as a user runs it.
 
-Whether a given machine promotes depends on its hardware (bfloat16 or float32) and on the
-training, so this test does not expect one verdict: it checks that the verdict follows from
-the evidence the run printed, rule by rule, by the documented semantics (an estimate beyond
+Whether a given machine ships AMP, the float32 twin or nothing depends on its hardware
+(bfloat16 or float32) and on the training, so this test does not expect one verdict: it checks
+that the verdict follows from the evidence the run printed, rule by rule and twin by twin, by
+the documented semantics (an estimate beyond
 its threshold rejects; within it, an interval that does not clear it is "not proven" and
 promotes; the speed rule compares the median with --min-speedup)."""
 
@@ -55,30 +56,45 @@ def test_the_decision_follows_from_the_printed_evidence(default_run):
     assert decision["thresholds"]["accuracy_tolerance"] == DEFAULTS.accuracy_tolerance
     assert decision["thresholds"]["min_speedup"] == DEFAULTS.min_speedup
     assert decision["thresholds"]["strict"] is False
-    rules = decision["rules"]
+    assert decision["thresholds"]["require_amp"] is False
     marks = {"skipped": "skip", "pass": "pass", "fail": "FAIL", "unproven": "unproven"}
-    for rule in rules:
-        want = expected_outcome(rule)
-        assert rule["outcome"] == want, rule
-        assert rule["passed"] is (want != "fail"), rule
-        # The table shows the same outcome and evidence.
-        assert f"    {marks[want]:<8} {rule['name']:<22} {rule['detail']}" in result.stdout
-    failed = [r["name"] for r in rules if r["outcome"] == "fail"]
-    assert decision["failed"] == failed
-    status = "rejected" if failed else "promoted"
+    failed = {}
+    for twin in ("amp", "float32"):
+        record = decision["twins"][twin]
+        for rule in record["rules"]:
+            want = expected_outcome(rule)
+            assert rule["outcome"] == want, rule
+            assert rule["passed"] is (want != "fail"), rule
+        failed[twin] = [r["name"] for r in record["rules"] if r["outcome"] == "fail"]
+        assert record["failed"] == failed[twin]
+    # The AMP twin ships when it passes every rule, else the float32 twin when it passes its
+    # own, else none (components/gate/twins.py).
+    shipped = "amp" if not failed["amp"] else ("float32" if not failed["float32"] else "none")
+    assert decision["shipped_precision"] == summary["shipped_precision"] == shipped
+    rules = decision["rules"]
+    assert rules == decision["twins"]["float32" if shipped == "float32" else "amp"]["rules"]
+    # The table shows the same outcome and evidence, rule by rule.
+    shown = decision["twins"]["amp"]["rules"] + (rules if shipped != "amp" else [])
+    for rule in shown:
+        mark = marks[rule["outcome"]]
+        assert f"    {mark:<8} {rule['name']:<22} {rule['detail']}" in result.stdout
+    status = "rejected" if shipped == "none" else "promoted"
     assert summary["status"] == decision["decision"] == status
-    assert result.returncode == (3 if failed else 0)
+    assert result.returncode == (3 if shipped == "none" else 0)
     assert summary["exit_code"] == result.returncode
     md = (out / "decision.md").read_text()
     assert md.startswith(f"# Promotion gate: {status.upper()}")
     assert "How it decides: an estimate beyond its threshold rejects" in md
+    assert "| rule | AMP twin" in md and "float32 twin |" in md
+    if shipped == "float32":
+        assert "gate         PROMOTED float32 twin: " in result.stdout
     # The speed record: both ratios, labelled with what they were measured at.
     record = summary["speed_record"]
     assert summary["speedup_kind"] == record["gate_uses"]
     assert "recipe ratio" in result.stdout and "memory ratio" in result.stdout
     assert "precision ratio" in result.stdout and "precision ratio" in md
     if record["gate_uses"] == "precision":
-        speed = next(r for r in rules if r["name"] == "min_speedup")
+        speed = next(r for r in decision["twins"]["amp"]["rules"] if r["name"] == "min_speedup")
         assert speed["value"] == pytest.approx(record["precision"]["ratio"])
         assert speed["detail"].startswith("precision ratio (")
         batch = record["precision"]["at"]["batch_size"]
@@ -90,7 +106,7 @@ def test_the_decision_follows_from_the_printed_evidence(default_run):
 def test_parity_intervals_are_never_zero_width(default_run):
     out, _ = default_run
     decision = json.loads((out / "decision.json").read_text())
-    parity = next(r for r in decision["rules"] if r["name"] == "accuracy_parity")
+    parity = next(r for r in decision["twins"]["amp"]["rules"] if r["name"] == "accuracy_parity")
     lo, hi = parity["interval"]
     assert lo <= parity["value"] <= hi
     # A few hundred eval examples cannot pin a difference to within half a point.

@@ -34,7 +34,7 @@ def _model(path, offset: int) -> str:
 
 def _peak_bytes(examples: str, candidate: str, production: str):
     tracemalloc.start()
-    pairs = evidence.production_pairs(examples, candidate, production)
+    (pairs,) = evidence.production_pairs(examples, (candidate,), production)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     return pairs, peak
@@ -44,7 +44,11 @@ def test_production_pairs_count_every_example_in_memory_that_does_not_grow_with_
     right, wrong = _model(tmp_path / "right", 0), _model(tmp_path / "wrong", 1)
     small = write_eval_split(tmp_path / "small", 5_000)
     large = write_eval_split(tmp_path / "large", 100_000)
-    evidence.production_pairs(small, right, wrong)  # warm: TensorFlow's own first allocations
+    # Both twins against production in one pass: each candidate gets its own pairs (warm-up:
+    # TensorFlow's own first allocations).
+    twin_a, twin_b = evidence.production_pairs(small, (right, wrong), wrong)
+    assert (twin_a.n, twin_a.b, twin_a.c) == (5_000, 5_000, 0)
+    assert (twin_b.n, twin_b.b, twin_b.c) == (5_000, 0, 0)
     pairs, small_peak = _peak_bytes(small, right, wrong)
     assert (pairs.n, pairs.b, pairs.c) == (5_000, 5_000, 0)
     pairs, large_peak = _peak_bytes(large, right, wrong)

@@ -33,6 +33,8 @@ def test_digits_run_promotes_and_the_pushed_model_reads_digits(digits_run):
     assert result.returncode == 0, result.stdout + result.stderr
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["status"] == "promoted" and summary["exit_code"] == 0
+    # The digits CNN gains from AMP: the AMP twin ships (LOOSE_GATE asks for no speed-up).
+    assert summary["shipped_precision"] == summary["gate"]["shipped_precision"] == "amp"
     for trainer in ("fp32", "amp"):
         figures = summary[trainer]
         assert figures["examples_per_sec"] > 0
@@ -88,9 +90,9 @@ def test_digits_run_promotes_and_the_pushed_model_reads_digits(digits_run):
     assert tflite["float16"]["size_bytes"] < 0.6 * tflite["float32"]["size_bytes"]
     assert (pushed / "tflite" / "labels.txt").read_text().split() == [str(i) for i in range(10)]
     # The terminal shows one progress line per component and the final table.
-    progress = [ln for ln in result.stdout.splitlines() if "/15]" in ln]
-    assert sum(" done " in ln or " cached " in ln for ln in progress) == 15
-    assert "gate         PROMOTED" in result.stdout
+    progress = [ln for ln in result.stdout.splitlines() if "/16]" in ln]
+    assert sum(" done " in ln or " cached " in ln for ln in progress) == 16
+    assert f"gate         PROMOTED AMP twin ({summary['policy']})" in result.stdout
     assert (out / "logs" / "tfx.log").stat().st_size > 0
     # MLflow's default store: a SQLite file in the output folder, read back like a server.
     assert summary["mlflow"]["tracking_uri"] == f"sqlite:///{out / 'mlflow.db'}"
@@ -141,7 +143,7 @@ def test_rerun_uses_cache_and_keeps_every_pushed_version(digits_run):
 
     cached = run_cli("run", "--output", str(out), "--train-steps", STEPS, *LOOSE_GATE)
     assert cached.returncode == 0, cached.stderr
-    progress = [ln for ln in cached.stdout.splitlines() if "/15]" in ln]
+    progress = [ln for ln in cached.stdout.splitlines() if "/16]" in ln]
     for name in ("CsvExampleGen", "Transform", "TrainerAmp", "TrainerFp32", "Evaluator "):
         (line,) = [ln for ln in progress if f"] {name}" in ln]
         assert "cached" in line, line
@@ -198,7 +200,7 @@ def test_rejection_names_the_rule_and_leaves_production_untouched(digits_run):
     newest = pushed_versions(serving)[-1]
     # Train the AMP candidate for 3 steps only: far below its float32 twin. At the gate's
     # default thresholds, it is rejected. A latency budget no server meets fails infra
-    # validation too.
+    # validation too, of both twins: neither ships.
     result = run_cli(
         "run",
         "--output",
@@ -213,6 +215,7 @@ def test_rejection_names_the_rule_and_leaves_production_untouched(digits_run):
     )
     assert result.returncode == 3, result.stdout + result.stderr
     assert "gate         REJECTED: failed accuracy_parity" in result.stdout
+    assert "; the float32 twin failed serving_infra" in result.stdout
     assert "FAIL     accuracy_parity" in result.stdout
     parity = next(
         r
@@ -226,8 +229,11 @@ def test_rejection_names_the_rule_and_leaves_production_untouched(digits_run):
     assert "serving_infra" in decision["failed"]
     assert "FAIL     serving_infra" in result.stdout and "over the budget of" in result.stdout
     assert "| accuracy_parity |" in (out / "decision.md").read_text()
+    assert decision["shipped_precision"] == "none"
+    assert decision["twins"]["float32"]["failed"] == ["serving_infra"]
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["status"] == "rejected" and summary["exit_code"] == 3
+    assert summary["shipped_precision"] == "none"
     assert summary["exports"]["saved_model"] is None
     assert pushed_versions(serving)[-1] == newest
     assert tree_digest(serving) == before
@@ -240,6 +246,51 @@ def test_rejection_names_the_rule_and_leaves_production_untouched(digits_run):
     assert version.tags["gate"] == "rejected"
     assert "accuracy_parity" in version.tags["failed_rules"]
     assert client.get_model_version_by_alias(reg["name"], "champion").version != version.version
+
+
+def test_a_degraded_amp_twin_ships_the_float32_twin(digits_run):
+    out, first = digits_run
+    assert first.returncode == 0
+    serving = out / "serving" / "digits"
+    before = pushed_versions(serving)
+    old_digests = {v: tree_digest(serving / v) for v in before}
+    # The AMP twin trained for 3 steps loses accuracy; its float32 twin is a healthy model.
+    result = run_cli(
+        "run", "--output", str(out), "--train-steps", STEPS, "--amp-train-steps", "3",
+        "--tflite", "float32", "--speed-rounds", "0",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "gate         PROMOTED float32 twin: AMP lost accuracy (-" in result.stdout
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert summary["status"] == "promoted" and summary["shipped_precision"] == "float32"
+    assert "accuracy_parity" in summary["gate"]["twins"]["amp"]["failed"]
+    assert summary["gate"]["failed"] == []
+    # The pushed version is the float32 twin's SavedModel with its own TFLite model; the
+    # versions pushed before are untouched.
+    versions = pushed_versions(serving)
+    assert versions[:-1] == before and all(
+        tree_digest(serving / v) == old_digests[v] for v in before
+    )
+    pushed = serving / versions[-1]
+    assert summary["exports"]["saved_model"] == str(pushed)
+    (fp32_model,) = (out / "tfx" / "TrainerFp32" / "model").glob("*/Format-Serving")
+    newest = max(
+        fp32_model.parent.parent.glob("*/Format-Serving"), key=lambda p: int(p.parent.name)
+    )
+    assert tree_digest(pushed) == tree_digest(newest)
+    assert (pushed / "tflite" / "model_float32.tflite").is_file()
+    rows = digits_rows()[:300]
+    accuracy = np.mean(predict_classes(pushed, rows, "label") == [r["label"] for r in rows])
+    assert accuracy > 0.5
+    # MLflow: the registered version is the float32 twin, tagged so, and the champion.
+    from mlflow import MlflowClient
+
+    client = MlflowClient(summary["mlflow"]["tracking_uri"])
+    reg = summary["mlflow"]["registered_model"]
+    version = client.get_model_version(reg["name"], str(reg["version"]))
+    assert version.tags["twin"] == "float32" and version.tags["precision"] == "float32"
+    assert client.get_model_version_by_alias(reg["name"], "champion").version == version.version
+    assert "## float32 twin" in (out / "decision.md").read_text()
 
 
 def test_anomalies_stop_the_run_before_training(digits_run, tmp_path):

@@ -93,6 +93,67 @@ def widest_layer(model) -> int:
     return max([s for s in sizes if isinstance(s, int)] + [1])
 
 
+MAX_PROBE_FLOPS = 2e9  # the header's probe stays well under a second
+
+
+def largest_gemm(model, batch_size: int) -> tuple[int, int, int] | None:
+    """The largest matrix product one training step of `model` runs at `batch_size`, as
+    (m, k, n): a Dense layer's (batch x positions, inputs, units), a convolution's (batch x
+    output positions, kernel area x input channels, filters). None where no layer's shapes
+    are known (a model not yet built)."""
+    import math
+
+    from components.amp.rules import layers_of
+
+    best, best_flops = None, 0
+    for layer in layers_of(model):
+        kernel = getattr(layer, "kernel", None)
+        if kernel is None or len(kernel.shape) < 2:
+            continue
+        try:
+            out_shape = tuple(layer.output.shape)
+        except (AttributeError, ValueError):
+            continue
+        shape = tuple(int(d) for d in kernel.shape)
+        positions = math.prod(int(d) for d in out_shape[1:-1] if d is not None)
+        m, k, n = batch_size * positions, math.prod(shape[:-1]), shape[-1]
+        if m * k * n > best_flops:
+            best, best_flops = (m, k, n), m * k * n
+    if best is None:
+        return None
+    m, k, n = best
+    return max(1, min(m, int(MAX_PROBE_FLOPS // max(k * n, 1)))), k, n
+
+
+def recipe_probe(model, policy: str, batch_size: int) -> dict | None:
+    """Before training: does this model's largest matmul gain in the AMP policy's precision on
+    this hardware? {"shape", "gain", ..., "no_gain"}; None for float32 or an unbuilt model."""
+    if policy not in ("mixed_bfloat16", "mixed_float16") or model is None:
+        return None
+    shape = largest_gemm(model, batch_size)
+    if shape is None:
+        return None
+    reduced = "float16" if policy == "mixed_float16" else "bfloat16"
+    result = matmul_gain(reduced, *shape, reps=10)
+    result["no_gain"] = result["gain"] is not None and result["gain"] < SMALL_GAIN
+    return result
+
+
+def probe_text(probe: dict) -> str:
+    """The header's line on the probe."""
+    m, k, n = probe["shape"]
+    said = (
+        f"this model's largest matmul ({m}x{k}x{n}) gains {probe['gain']:.2f}x in "
+        f"{probe['dtype']} here"
+    )
+    if probe["no_gain"]:
+        return (
+            f"{said}, under {SMALL_GAIN:.1f}x: AMP is unlikely to be faster; both twins still "
+            "train, and the float32 twin ships if AMP is not faster"
+        )
+    return said
+
+
 def measure(model, dataset, policy: str, batch_size: int, width: int, num_classes: int) -> dict:
     """Every measurement `why_not_faster` may need, taken once in the AMP trainer."""
     reduced = "float16" if policy == "mixed_float16" else "bfloat16"

@@ -5,6 +5,7 @@ as "the latest promoted model"), and a GateDecision artifact holding decision.js
 decision.md.
 """
 
+import dataclasses
 import json
 import os
 
@@ -15,7 +16,7 @@ from components.export import text_parity
 from components.gate import evidence as gate_evidence
 from components.gate import regression as gate_regression
 from components.gate import rules as gate_rules
-from components.gate import speed_record
+from components.gate import speed_record, twins
 from components.gate.evaluator import sample_record
 from components.gate.majority import majority
 from components.gate.production_evaluator import has_evaluation
@@ -118,43 +119,55 @@ def classification_decision(
     amp: dict,
     runs: tuple[str, str],
     evaluations: tuple[str, str],
-    models: tuple[str, str],
+    models: tuple[str, str, str],
     examples_uri: str,
     label: str,
     label_kind: str,
     speed_result: dict,
-    extra: tuple,
+    extra: tuple[tuple, tuple],
 ) -> dict:
-    """The classification rules on the paired correctness of the twins (`runs`: float32's and
-    AMP's ModelRun folders) and of the candidate vs the production model (`models`: their
-    serving folders, "" for none), both over every eval example. TFMA's evaluations
-    (`evaluations`: vs float32, vs production; on a sample of a large split,
-    components/gate/evaluator.py) give the per-class accuracies and their own threshold
-    report, not the accuracies the rules judge."""
+    """Each twin's classification rules: the AMP twin's on the paired correctness of the twins
+    (`runs`: float32's and AMP's ModelRun folders) and of the AMP twin vs the production model,
+    the float32 twin's on the rules that do not compare the twins (its own pairs vs
+    production); `models`: the AMP and float32 serving folders and the production one ("" for
+    none), every pair over every eval example. `extra`: each twin's serving, tokenizer and
+    TFLite rules (AMP's, float32's). TFMA's evaluations (`evaluations`: vs float32, vs
+    production; on a sample of a large split, components/gate/evaluator.py) give the per-class
+    accuracies and their own threshold report, not the accuracies the rules judge."""
     fp32_dir, amp_dir = runs
     parity_uri, _ = evaluations
-    candidate_dir, production_dir = models
+    amp_serving, fp32_serving, production_dir = models
     fp32_accuracy, amp_accuracy = gate_evidence.shipped_accuracies(fp32_dir, amp_dir)
     baseline = majority(examples_uri, label, label_kind) if label else {"share": None, "class": ""}
-    production_pairs = (
-        gate_evidence.production_pairs(examples_uri, candidate_dir, production_dir)
+    amp_production, fp32_production = (
+        gate_evidence.production_pairs(examples_uri, (amp_serving, fp32_serving), production_dir)
         if production_dir
-        else None
+        else (None, None)
     )
     measurements = gate_rules.Measurements(
         fp32_accuracy=fp32_accuracy,
         amp_accuracy=amp_accuracy,
-        production_accuracy=production_pairs.accuracies()[1] if production_pairs else None,
+        production_accuracy=amp_production.accuracies()[1] if amp_production else None,
         fp32_examples_per_sec=fp32["examples_per_sec"],
         amp_examples_per_sec=amp["examples_per_sec"],
         amp_policy=amp["policy"],
         majority_share=baseline["share"],
         majority_class=baseline["class"] or "",
         parity=gate_evidence.pooled(fp32_dir, amp_dir),
-        production_pairs=production_pairs,
+        production_pairs=amp_production,
         speed=speed_result,
     )
-    result = gate_rules.decide(measurements, cfg, extra=extra)
+    float32_twin = dataclasses.replace(
+        measurements,
+        amp_accuracy=fp32_accuracy,
+        production_pairs=fp32_production,
+        parity=None,
+        candidate="float32 twin",
+    )
+    result = {
+        twins.AMP: gate_rules.decide(measurements, cfg, extra=extra[0]),
+        twins.FLOAT32: gate_rules.decide_float32(float32_twin, cfg, extra=extra[1]),
+    }
     result["measurements"] = _measurements_record(measurements)
     result["seeds"] = gate_evidence.seeds_report(
         fp32, amp, gate_evidence.seed_pairs(fp32_dir, amp_dir)
@@ -169,21 +182,24 @@ def regression_decision(
     fp32: dict,
     amp: dict,
     runs: tuple[str, str],
-    models: tuple[str, str],
+    models: tuple[str, str, str],
     examples_uri: str,
     label: str,
     label_mean: float,
     speed_result: dict,
-    extra: tuple,
+    extra: tuple[tuple, tuple],
 ) -> dict:
-    """The regression rules (components/gate/regression.py) on the twins' paired absolute
-    errors, the mean baseline's, and the production model's on the raw eval examples."""
+    """Each twin's regression rules (components/gate/regression.py) on the paired absolute
+    errors: the twins', each twin's against the mean baseline, and each twin's against the
+    production model on the raw eval examples."""
     fp32_dir, amp_dir = runs
-    candidate_dir, production_dir = models
-    production = (
-        gate_evidence.production_errors(examples_uri, candidate_dir, production_dir, label)
+    amp_serving, fp32_serving, production_dir = models
+    amp_production, fp32_production = (
+        gate_evidence.production_errors(
+            examples_uri, (amp_serving, fp32_serving), production_dir, label
+        )
         if production_dir
-        else None
+        else (None, None)
     )
     measurements = gate_rules.Measurements(  # what min_speedup reads; no accuracies
         fp32_accuracy=None,
@@ -194,15 +210,24 @@ def regression_decision(
         amp_policy=amp["policy"],
         speed=speed_result,
     )
-    result = gate_regression.decide(
-        gate_evidence.pooled_errors(fp32_dir, amp_dir),
-        gate_evidence.versus_mean(amp_dir, label_mean),
-        label_mean,
-        production,
-        measurements,
-        cfg,
-        extra=extra,
-    )
+    result = {
+        twins.AMP: gate_regression.decide(
+            gate_evidence.pooled_errors(fp32_dir, amp_dir),
+            gate_evidence.versus_mean(amp_dir, label_mean),
+            label_mean,
+            amp_production,
+            measurements,
+            cfg,
+            extra=extra[0],
+        ),
+        twins.FLOAT32: gate_regression.decide_float32(
+            gate_evidence.versus_mean(fp32_dir, label_mean),
+            label_mean,
+            fp32_production,
+            cfg,
+            extra=extra[1],
+        ),
+    }
     result["measurements"] = _measurements_record(measurements)
     result["seeds"] = gate_evidence.seeds_report(
         fp32, amp, gate_evidence.seed_error_pairs(fp32_dir, amp_dir)
@@ -211,11 +236,32 @@ def regression_decision(
         "fp32": fp32.get("metrics"),
         "amp": amp.get("metrics"),
         "label_mean": label_mean,
-        "production_mae": production.reference_mae if production else None,
+        "production_mae": amp_production.reference_mae if amp_production else None,
     }
     result["majority_baseline"] = {"share": None, "class": ""}
     result["per_class_accuracy"] = {}
     return result
+
+
+def edge_rules(
+    figures: dict, serving_dir: str, serving: dict, examples_uri: str, cfg, regression: bool
+) -> tuple:
+    """One twin's rules on what it ships: each TFLite variant's parity, the device tokenizer
+    (text models), and the infra validation of its SavedModel."""
+    tokenizer = (
+        text_parity.check(
+            serving_dir,
+            gate_evidence.raw_eval_examples(examples_uri, text_parity.MAX_EXAMPLES),
+        )
+        if text_parity.has_text(serving_dir)
+        else None
+    )
+    tflite_rules = gate_regression.tflite_rules if regression else gate_rules.tflite_rules
+    return (
+        *tflite_rules(figures.get("tflite", {}), cfg.strict),
+        *gate_rules.tokenizer_rule(tokenizer),
+        gate_rules.serving_rule(serving),
+    ), tokenizer
 
 
 def write_decision(decision: Artifact, result: dict) -> None:
@@ -227,17 +273,20 @@ def write_decision(decision: Artifact, result: dict) -> None:
     decision.set_string_custom_property("decision", result["decision"])
 
 
-def write_blessing(blessing: Artifact, result: dict, model: Artifact) -> None:
-    """The Pusher reads `blessed`; LatestBlessedModelStrategy also needs `current_model_id`.
-    A candidate that already is the production model (a rerun with cached trainers) is not
-    pushed a second time: its earlier blessing keeps it the production model."""
+def write_blessing(blessing: Artifact, result: dict, shipped: Artifact) -> None:
+    """The Pusher reads `blessed` and pushes the model `current_model_id` names (`shipped`: the
+    twin that shipped, the AMP twin where none did); LatestBlessedModelStrategy also needs
+    `current_model_id`. A candidate that
+    already is the production model (a rerun with cached trainers) is not pushed a second
+    time: its earlier blessing keeps it the production model."""
     blessed = 1 if result["passed"] and not result["already_in_production"] else 0
     os.makedirs(blessing.uri, exist_ok=True)
     with open(os.path.join(blessing.uri, "BLESSED" if blessed else "NOT_BLESSED"), "w"):
         pass
     blessing.set_int_custom_property("blessed", blessed)
-    blessing.set_string_custom_property("current_model", model.uri)
-    blessing.set_int_custom_property("current_model_id", model.id)
+    blessing.set_string_custom_property("shipped_precision", result["shipped_precision"])
+    blessing.set_string_custom_property("current_model", shipped.uri)
+    blessing.set_int_custom_property("current_model_id", shipped.id)
 
 
 @tfx.dsl.components.component
@@ -248,7 +297,9 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
     fp32_run: InputArtifact[ModelRun],
     amp_run: InputArtifact[ModelRun],
     model: InputArtifact[Model],
+    fp32_model: InputArtifact[Model],
     infra_blessing: InputArtifact[InfraBlessing],
+    fp32_infra_blessing: InputArtifact[InfraBlessing],
     examples: InputArtifact[Examples],
     speed: InputArtifact[SpeedComparison],
     blessing: OutputArtifact[ModelBlessing],
@@ -262,42 +313,43 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
     task: Parameter[str] = "classification",
     error_tolerance: Parameter[float] = gate_rules.ERROR_TOLERANCE,
     label_mean: Parameter[float] = 0.0,
+    require_amp: Parameter[int] = 0,
 ) -> None:
-    """Decides promotion; writes the blessing and decision.json/decision.md."""
+    """Decides which twin ships (components/gate/twins.py): `model` is the AMP twin,
+    `fp32_model` the float32 twin, each with its infra blessing; writes the blessing (naming
+    the twin that shipped) and decision.json/decision.md."""
     cfg = gate_rules.GateConfig(
         accuracy_tolerance, min_accuracy, min_speedup, bool(strict), error_tolerance
     )
     regression = task == "regression"
     fp32, amp = _figures(fp32_run), _figures(amp_run)
     runs = (fp32_run.uri, amp_run.uri)
-    candidate_dir = os.path.join(model.uri, names.SERVING_MODEL_DIR)
-    models = (candidate_dir, production_serving_dir(production_blessing))
+    amp_serving = os.path.join(model.uri, names.SERVING_MODEL_DIR)
+    fp32_serving = os.path.join(fp32_model.uri, names.SERVING_MODEL_DIR)
+    models = (amp_serving, fp32_serving, production_serving_dir(production_blessing))
     speed_result = _read_json(speed.uri, names.SPEED_JSON)
     serving = _read_json(infra_blessing.uri, infra_validation.REPORT)
-    tokenizer = (
-        text_parity.check(
-            candidate_dir,
-            gate_evidence.raw_eval_examples(examples.uri, text_parity.MAX_EXAMPLES),
-        )
-        if text_parity.has_text(candidate_dir)
-        else None
+    fp32_serving_report = _read_json(fp32_infra_blessing.uri, infra_validation.REPORT)
+    amp_extra, tokenizer = edge_rules(amp, amp_serving, serving, examples.uri, cfg, regression)
+    fp32_extra, fp32_tokenizer = edge_rules(
+        fp32, fp32_serving, fp32_serving_report, examples.uri, cfg, regression
     )
-    tflite_rules = gate_regression.tflite_rules if regression else gate_rules.tflite_rules
-    extra = (
-        *tflite_rules(amp.get("tflite", {}), cfg.strict),
-        *gate_rules.tokenizer_rule(tokenizer),
-        gate_rules.serving_rule(serving),
-    )
+    extra = (amp_extra, fp32_extra)
     if regression:
-        result = regression_decision(
+        judged = regression_decision(
             cfg, fp32, amp, runs, models, examples.uri, label, label_mean, speed_result, extra
         )
     else:
         evaluations = (parity_evaluation.uri, production_evaluation.uri)
-        result = classification_decision(
+        judged = classification_decision(
             cfg, fp32, amp, runs, evaluations, models, examples.uri, label, label_kind,
             speed_result, extra,
         )  # fmt: skip
+    result = twins.choose(
+        judged.pop(twins.AMP), judged.pop(twins.FLOAT32), bool(require_amp), amp["policy"]
+    )
+    result.update(judged)
+    shipped = {twins.AMP: model, twins.FLOAT32: fp32_model}.get(result["shipped_precision"])
     production_id = (
         production_blessing.get_int_custom_property("baseline_model_id")
         if production_blessing.has_custom_property("baseline_model_id")
@@ -308,8 +360,10 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
         speed=speed_result,
         speed_record=speed_record.build(fp32, amp, speed_result),
         serving=serving,
+        fp32_serving=fp32_serving_report,
         tokenizer=tokenizer,
-        already_in_production=production_id == model.id,
+        fp32_tokenizer=fp32_tokenizer,
+        already_in_production=shipped is not None and production_id == shipped.id,
         tfma_failures={
             "fp32_baseline": tfma_failures(parity_evaluation.uri),
             "production": tfma_failures(production_evaluation.uri),
@@ -318,7 +372,7 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
             "fp32_baseline": sample_record(parity_evaluation.uri),
             "production": sample_record(production_evaluation.uri),
         },
-        thresholds=cfg.__dict__,
+        thresholds={**cfg.__dict__, "require_amp": bool(require_amp)},
     )
     write_decision(decision, result)
-    write_blessing(blessing, result, model)
+    write_blessing(blessing, result, shipped or model)

@@ -42,7 +42,13 @@ def paired_outcomes(
     labels = amp["labels"]
     seeds, amp_out, fp32_out = [], [], []
     for i, seed in enumerate(amp["seeds"]):
-        j = int(np.flatnonzero(fp32["seeds"] == seed)[0]) if seed in fp32["seeds"] else i
+        if seed not in fp32["seeds"]:
+            raise ValueError(
+                f"seed {int(seed)}: the AMP twin trained it, the float32 twin did not "
+                f"(float32 seeds: {', '.join(str(int(s)) for s in fp32['seeds'])}); the twins "
+                "must be paired seed by seed"
+            )
+        j = int(np.flatnonzero(fp32["seeds"] == seed)[0])
         seeds.append(int(seed))
         amp_out.append(outcome(amp["predictions"][i], labels))
         fp32_out.append(outcome(fp32["predictions"][j], labels))
@@ -173,35 +179,38 @@ def raw_labels(examples, label: str) -> np.ndarray:
     return np.asarray(values, np.float64)
 
 
-def production_errors(examples_uri: str, candidate: str, production: str, label: str) -> ErrorPairs:
-    """The candidate's absolute errors vs the production model's, on every raw eval example
-    (streamed: one pass, the errors kept, the examples not)."""
-    mine = _signatures(candidate)[names.SERVING_SIGNATURE]
-    theirs = _signatures(production)[names.SERVING_SIGNATURE]
-    errors: tuple[list, list] = ([], [])
+def production_errors(
+    examples_uri: str, candidates: tuple[str, ...], production: str, label: str
+) -> list[ErrorPairs]:
+    """Each candidate's absolute errors vs the production model's, on every raw eval example
+    (streamed: one pass, the production model run once, the errors kept, the examples not).
+    One ErrorPairs per candidate SavedModel (the AMP twin's, the float32 twin's)."""
+    serves = [_signatures(path)[names.SERVING_SIGNATURE] for path in (*candidates, production)]
+    errors: list[list[np.ndarray]] = [[] for _ in serves]
     for chunk in eval_batches(examples_uri):
         labels = raw_labels(chunk.numpy(), label)
         keep = np.isfinite(labels)
-        for out, serve in zip(errors, (mine, theirs), strict=True):
+        for out, serve in zip(errors, serves, strict=True):
             values = serve(examples=chunk)[names.PREDICTIONS].numpy().reshape(-1)
             out.append(np.abs(values.astype(np.float64)[keep] - labels[keep]))
-    if not errors[0]:
-        return ErrorPairs.from_errors(np.zeros(0), np.zeros(0))
-    return ErrorPairs.from_errors(np.concatenate(errors[0]), np.concatenate(errors[1]))
+    joined = [np.concatenate(e) if e else np.zeros(0) for e in errors]
+    return [ErrorPairs.from_errors(mine, joined[-1]) for mine in joined[:-1]]
 
 
-def production_pairs(examples_uri: str, candidate: str, production: str) -> Paired:
-    """The candidate vs the model in production on every raw eval example, the labels as the
-    candidate's transform_features reads them (streamed: one pass, the per-example correctness
-    kept, the examples not)."""
-    mine, theirs = _signatures(candidate), _signatures(production)
-    transform = mine[names.TRANSFORM_SIGNATURE]
-    right: tuple[list, list] = ([], [])
+def production_pairs(
+    examples_uri: str, candidates: tuple[str, ...], production: str
+) -> list[Paired]:
+    """Each candidate vs the model in production on every raw eval example, the labels as the
+    first candidate's transform_features reads them (the twins share one Transform; streamed:
+    one pass, the production model run once, the per-example correctness kept, the examples
+    not). One Paired per candidate SavedModel."""
+    signatures = [_signatures(path) for path in (*candidates, production)]
+    transform = signatures[0][names.TRANSFORM_SIGNATURE]
+    right: list[list[np.ndarray]] = [[] for _ in signatures]
     for chunk in eval_batches(examples_uri):
         labels = transform(examples=chunk)[names.LABEL_KEY].numpy().reshape(-1)
-        for out, sig in zip(right, (mine, theirs), strict=True):
+        for out, sig in zip(right, signatures, strict=True):
             ids = sig[names.SERVING_SIGNATURE](examples=chunk)[names.CLASS_IDS].numpy()
             out.append(ids.reshape(-1) == labels)
-    if not right[0]:
-        return Paired.from_correct(np.zeros(0, bool), np.zeros(0, bool))
-    return Paired.from_correct(np.concatenate(right[0]), np.concatenate(right[1]))
+    joined = [np.concatenate(r) if r else np.zeros(0, bool) for r in right]
+    return [Paired.from_correct(mine, joined[-1]) for mine in joined[:-1]]

@@ -33,8 +33,8 @@ def error_parity(pairs: gate_stats.ErrorPairs, cfg: GateConfig) -> Rule:
     return from_evidence("error_parity", evidence, cfg.error_tolerance)
 
 
-def beats_mean(pairs: gate_stats.ErrorPairs | None, mean: float) -> Rule:
-    """The point estimate decides (the AMP model's MAE strictly below the baseline's); the
+def beats_mean(pairs: gate_stats.ErrorPairs | None, mean: float, candidate: str = "AMP") -> Rule:
+    """The point estimate decides (the candidate's MAE strictly below the baseline's); the
     interval is reported."""
     if pairs is None or pairs.n == 0:
         return Rule("beats_mean", None, 0.0, False, "no eval predictions to compare")
@@ -46,9 +46,9 @@ def beats_mean(pairs: gate_stats.ErrorPairs | None, mean: float) -> Rule:
         pairs.relative,
         0.0,
         passed,
-        f"AMP mean absolute error {pairs.candidate_mae:.4g} vs {pairs.reference_mae:.4g} for "
-        f"always predicting the mean ({mean:.4g}): {pairs.relative:+.2%}; a model must do "
-        "better than that",
+        f"{candidate} mean absolute error {pairs.candidate_mae:.4g} vs "
+        f"{pairs.reference_mae:.4g} for always predicting the mean ({mean:.4g}): "
+        f"{pairs.relative:+.2%}; a model must do better than that",
         interval=(lo / scale, hi / scale),
         n=pairs.n,
         seeds=pairs.seeds,
@@ -56,7 +56,9 @@ def beats_mean(pairs: gate_stats.ErrorPairs | None, mean: float) -> Rule:
     )
 
 
-def production_regression(pairs: gate_stats.ErrorPairs | None, cfg: GateConfig) -> Rule:
+def production_regression(
+    pairs: gate_stats.ErrorPairs | None, cfg: GateConfig, candidate: str = "AMP"
+) -> Rule:
     if pairs is None:
         return Rule(
             "production_regression",
@@ -66,7 +68,9 @@ def production_regression(pairs: gate_stats.ErrorPairs | None, cfg: GateConfig) 
             "no model in production yet (first push): nothing to regress against",
             skipped=True,
         )
-    evidence = gate_stats.error_parity(pairs, cfg.error_tolerance, cfg.strict, "AMP vs production")
+    evidence = gate_stats.error_parity(
+        pairs, cfg.error_tolerance, cfg.strict, f"{candidate} vs production"
+    )
     return from_evidence("production_regression", evidence, cfg.error_tolerance)
 
 
@@ -118,6 +122,25 @@ def decide(
             beats_mean(baseline, label_mean),
             production_regression(production, cfg),
             min_speedup(speed, cfg),
+            *extra,
+        ]
+    )
+
+
+def decide_float32(
+    baseline: gate_stats.ErrorPairs | None,
+    label_mean: float,
+    production: gate_stats.ErrorPairs | None,
+    cfg: GateConfig,
+    extra: tuple[Rule, ...] = (),
+) -> dict:
+    """The float32 twin's own decision on the rules that do not compare the twins: it beats
+    the mean, it is no worse than production, and its `extra` (serving, tokenizer, TFLite)."""
+    name = "float32 twin"
+    return decision_of(
+        [
+            beats_mean(baseline, label_mean, name),
+            production_regression(production, cfg, name),
             *extra,
         ]
     )

@@ -119,6 +119,9 @@ class Measurements:
         parity: the paired evidence of AMP vs float32 (None: decide on the point estimates).
         production_pairs: the paired evidence of AMP vs production.
         speed: the side-by-side speed measurement (None: the trainers' own throughputs).
+        candidate: who `amp_accuracy` and `production_pairs` belong to, as the reasons name
+            it: "AMP", or "float32 twin" where the float32 twin is judged on the rules that do
+            not compare the twins (components/gate/twins.py).
     """
 
     fp32_accuracy: float
@@ -132,6 +135,7 @@ class Measurements:
     parity: object = None  # gate_stats.Paired: AMP vs float32 on the eval split (seeds pooled)
     production_pairs: object = None  # gate_stats.Paired: AMP vs production, same examples
     speed: dict | None = None  # components/gate/speed.py's result
+    candidate: str = "AMP"
 
 
 EPSILON = 1e-9  # accuracies are ratios of counts: 0.94 - 0.95 must equal -0.01 here
@@ -169,7 +173,7 @@ def min_accuracy(m: Measurements, cfg: GateConfig) -> Rule:
         m.amp_accuracy,
         cfg.min_accuracy,
         passed,
-        f"AMP accuracy {m.amp_accuracy:.4f}, at least {cfg.min_accuracy:.4f} required",
+        f"{m.candidate} accuracy {m.amp_accuracy:.4f}, at least {cfg.min_accuracy:.4f} required",
     )
 
 
@@ -185,7 +189,7 @@ def production_regression(m: Measurements, cfg: GateConfig) -> Rule:
         )
     if m.production_pairs is not None:
         evidence = gate_stats.parity(
-            m.production_pairs, cfg.accuracy_tolerance, cfg.strict, "AMP vs production"
+            m.production_pairs, cfg.accuracy_tolerance, cfg.strict, f"{m.candidate} vs production"
         )
         return from_evidence("production_regression", evidence, -cfg.accuracy_tolerance)
     delta = m.amp_accuracy - m.production_accuracy
@@ -194,7 +198,7 @@ def production_regression(m: Measurements, cfg: GateConfig) -> Rule:
         delta,
         -cfg.accuracy_tolerance,
         _at_least(delta, -cfg.accuracy_tolerance),
-        f"AMP accuracy {m.amp_accuracy:.4f} vs production {m.production_accuracy:.4f}: "
+        f"{m.candidate} accuracy {m.amp_accuracy:.4f} vs production {m.production_accuracy:.4f}: "
         f"change {delta:+.4f}, allowed down to {-cfg.accuracy_tolerance:+.4f}",
     )
 
@@ -249,7 +253,8 @@ def beats_majority(m: Measurements, cfg: GateConfig) -> Rule:
         m.amp_accuracy,
         m.majority_share,
         passed,
-        f"AMP accuracy {m.amp_accuracy:.4f} vs {m.majority_share:.4f} for always predicting the "
+        f"{m.candidate} accuracy {m.amp_accuracy:.4f} vs {m.majority_share:.4f} for always "
+        "predicting the "
         f"most common class ({m.majority_class!r}): a model must do better than that",
     )
 
@@ -289,6 +294,8 @@ def side_by_side_speedup(speed: dict, cfg: GateConfig) -> Rule:
 
 
 RULES = (accuracy_parity, min_accuracy, beats_majority, production_regression, min_speedup)
+# The float32 twin is the reference the twin rules compare against: it is judged on the rest.
+FLOAT32_RULES = (min_accuracy, beats_majority, production_regression)
 
 
 def tflite_rules(report: dict, strict: bool = False) -> tuple[Rule, ...]:
@@ -373,6 +380,13 @@ def decide(m: Measurements, cfg: GateConfig, extra: tuple[Rule, ...] = ()) -> di
     return decision_of([rule(m, cfg) for rule in RULES] + list(extra))
 
 
+def decide_float32(m: Measurements, cfg: GateConfig, extra: tuple[Rule, ...] = ()) -> dict:
+    """The float32 twin's own decision: `m` holds its accuracy (as `amp_accuracy`, with
+    `candidate` naming it) and its pairs against production; `extra` its serving, tokenizer
+    and TFLite rules."""
+    return decision_of([rule(m, cfg) for rule in FLOAT32_RULES] + list(extra))
+
+
 def decision_of(rules: list[Rule]) -> dict:
     """Promoted only if every rule passed; the failed rules, and every rule's record."""
     passed = all(r.passed for r in rules)
@@ -393,33 +407,95 @@ HOW_IT_DECIDES = (
 )
 
 
-def to_markdown(decision: dict) -> str:
-    """decision.md: every rule with its estimate, 95% interval, n, test, outcome and reason."""
+def _fmt(v) -> str:
+    return "n/a" if v is None else f"{v:.4f}"
 
-    def fmt(v) -> str:
-        return "n/a" if v is None else f"{v:.4f}"
 
-    def interval(r) -> str:
-        iv = r.get("interval")
-        return "n/a" if not iv else f"[{iv[0]:+.4f}, {iv[1]:+.4f}]"
+def _interval(r: dict) -> str:
+    iv = r.get("interval")
+    return "n/a" if not iv else f"[{iv[0]:+.4f}, {iv[1]:+.4f}]"
 
+
+def _outcome(r: dict) -> str:
+    return r.get("outcome") or ("skipped" if r["skipped"] else ("pass" if r["passed"] else "fail"))
+
+
+def rules_table(rules: list[dict]) -> list[str]:
+    """Every rule with its estimate, 95% interval, n, threshold, test, outcome and reason."""
     lines = [
-        f"# Promotion gate: {decision['decision'].upper()}",
-        "",
         "| rule | estimate | 95% interval | n | threshold | test | outcome | reason |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for r in decision["rules"]:
-        outcome = r.get("outcome") or ("skipped" if r["skipped"] else "pass")
+    for r in rules:
         shown = {
             "skipped": "skipped (pass)",
             "fail": "**FAIL**",
             "unproven": "not proven (does not reject)",
-        }.get(outcome, outcome)
+        }.get(_outcome(r), _outcome(r))
         lines.append(
-            f"| {r['name']} | {fmt(r['value'])} | {interval(r)} | {r.get('n') or 'n/a'} | "
-            f"{fmt(r['threshold'])} | {r.get('test', '')} | {shown} | {r['detail']} |"
+            f"| {r['name']} | {_fmt(r['value'])} | {_interval(r)} | {r.get('n') or 'n/a'} | "
+            f"{_fmt(r['threshold'])} | {r.get('test', '')} | {shown} | {r['detail']} |"
         )
+    return lines
+
+
+def twins_table(decision: dict) -> list[str]:
+    """Both twins' rules side by side: outcome, estimate and interval per twin (the twin rules,
+    which measure AMP against the float32 twin, are n/a for the float32 twin)."""
+    both = decision.get("twins")
+    if not both:
+        return []
+    amp = {r["name"]: r for r in both["amp"]["rules"]}
+    fp32 = {r["name"]: r for r in both["float32"]["rules"]}
+
+    def cell(r: dict | None) -> str:
+        if r is None:
+            return "n/a (the reference)"
+        parts = [_outcome(r)]
+        parts += [_fmt(r["value"])] if r["value"] is not None else []
+        parts += [_interval(r)] if r.get("interval") else []
+        return " ".join(parts)
+
+    names = list(amp) + [n for n in fp32 if n not in amp]
+    policy = decision.get("shipped_policy") if decision.get("shipped_precision") == "amp" else ""
+    lines = [
+        f"| rule | AMP twin{f' ({policy})' if policy else ''} | float32 twin |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {n} | {cell(amp.get(n))} | {cell(fp32.get(n))} |" for n in names]
+    verdict = {True: "passes", False: "fails"}
+    lines += [
+        f"| **decision** | {verdict[both['amp']['passed']]} | "
+        f"{verdict[both['float32']['passed']]} |",
+    ]
+    return lines
+
+
+def to_markdown(decision: dict) -> str:
+    """decision.md: which twin shipped and why, both twins' rules side by side, then every rule
+    of each twin with its estimate, 95% interval, n, test, outcome and reason."""
+    from components.gate.twins import headline
+
+    lines = [f"# Promotion gate: {headline(decision)}", ""]
+    both = decision.get("twins")
+    if both:
+        lines += [
+            f"Shipped: **{decision['shipped_precision']}**. {decision.get('why', '')}.",
+            "",
+            "## Both twins",
+            "",
+            *twins_table(decision),
+            "",
+            "## AMP twin",
+            "",
+            *rules_table(both["amp"]["rules"]),
+            "",
+            "## float32 twin (judged without the twin rules: it is their reference)",
+            "",
+            *rules_table(both["float32"]["rules"]),
+        ]
+    else:
+        lines += rules_table(decision["rules"])
     unproven = [r["name"] for r in decision["rules"] if r.get("outcome") == "unproven"]
     lines += ["", HOW_IT_DECIDES]
     if unproven:

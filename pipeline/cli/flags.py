@@ -85,6 +85,13 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
         "still promotes (default: %(default)s: AMP must not be slower)",
     )
     p.add_argument(
+        "--require-amp",
+        action="store_true",
+        help="ship the AMP twin or nothing: when AMP loses (slower, or less accurate), reject "
+        "the run (exit 3) instead of shipping the float32 twin (default: the float32 twin "
+        "ships when it passes the rules that do not compare the twins)",
+    )
+    p.add_argument(
         "--parity",
         choices=PARITY_MODES,
         default=DEFAULTS.parity,

@@ -119,6 +119,41 @@ def tflite_line(name: str, v: dict) -> str:
     )
 
 
+MARKS = {"skipped": "skip", "pass": "pass", "fail": "FAIL", "unproven": "unproven"}
+
+
+def rule_lines(rules: list[dict]) -> list[str]:
+    return [
+        f"    {MARKS.get(r.get('outcome'), 'pass' if r['passed'] else 'FAIL'):<8} "
+        f"{r['name']:<22} {r['detail']}"
+        for r in rules
+    ]
+
+
+def gate_rule_lines(summary: dict) -> list[str]:
+    """The AMP twin's rules; the float32 twin's too where AMP did not ship (it was the one
+    that could), each under a line that says how the twin fared."""
+    gate = summary["gate"]
+    both = gate.get("twins")
+    if not both:
+        return rule_lines(gate["rules"])
+
+    def verdict(twin: dict) -> str:
+        return "passed every rule" if twin["passed"] else f"failed {', '.join(twin['failed'])}"
+
+    amp = both["amp"]
+    lines = [f"   AMP twin ({summary['policy']}): {verdict(amp)}", *rule_lines(amp["rules"])]
+    if gate.get("shipped_precision") != "amp":
+        fp32 = both["float32"]
+        lines += [
+            "   float32 twin (judged without the twin rules, being their reference): "
+            + verdict(fp32)
+            + (" (not shipped: --require-amp)" if gate.get("require_amp") else ""),
+            *rule_lines(fp32["rules"]),
+        ]
+    return lines
+
+
 def format_table(summary: dict) -> str:
     """The short table printed at the end of `amp-pipeline run`."""
     fp32, amp = summary["fp32"], summary["amp"]
@@ -142,6 +177,8 @@ def format_table(summary: dict) -> str:
     hw = summary["hardware"]
     gate = summary["gate"]
     verdict = "PROMOTED" if summary["status"] == "promoted" else "REJECTED"
+    if gate["passed"] and summary["status"] != "promoted":
+        verdict = "REJECTED: nothing was pushed"
     lines += [
         "",
         f"  hardware     {hw['device']}: {hw['name']}",
@@ -169,14 +206,9 @@ def format_table(summary: dict) -> str:
     if slow:
         lines += [f"    why not faster: {reason}" for reason in slow["reasons"]]
     lines += seeds_lines(summary)
-    lines += [
-        f"  gate         {verdict}"
-        + (f": failed {', '.join(gate['failed'])}" if gate["failed"] else ""),
-    ]
-    marks = {"skipped": "skip", "pass": "pass", "fail": "FAIL", "unproven": "unproven"}
-    for rule in gate["rules"]:
-        mark = marks.get(rule.get("outcome"), "pass" if rule["passed"] else "FAIL")
-        lines.append(f"    {mark:<8} {rule['name']:<22} {rule['detail']}")
+    agrees = (summary["status"] == "promoted") == gate["passed"]
+    lines += [f"  gate         {(gate.get('headline') if agrees else None) or verdict}"]
+    lines += gate_rule_lines(summary)
     for name, v in summary["exports"].get("tflite", {}).items():
         lines.append(tflite_line(name, v))
     if summary.get("already_in_production"):
