@@ -286,6 +286,9 @@ def build_summary(
             amp.get("diagnostics"),
         ),
         "hardware": {**recipe.hardware.to_dict(), "reason": recipe.reason},
+        # The float32 twin's matmuls: strict, tf32, or not applicable (no TF32 here).
+        "fp32_math": (fp32.get("fp32_math") or {}).get("effective", "not recorded"),
+        "fp32_math_record": fp32.get("fp32_math"),
         "warnings": list(recipe.warnings),
         "fp32": trainer(fp32, measured["fp32_accuracy"]),
         "amp": amp_out,

@@ -430,6 +430,7 @@ class RunTracker:
                 "decision": summary["status"],
                 "shipped_precision": summary.get("shipped_precision", "amp"),
                 "gate_why": summary["gate"].get("why", ""),
+                "fp32_math": summary.get("fp32_math", "not recorded"),
                 "failed_rules": ",".join(summary["gate"]["failed"]) or "none",
                 **readiness_tags(summary),
             },

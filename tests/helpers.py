@@ -241,9 +241,9 @@ def predict_over_both_protocols(model_dir: Path, model: str, request: Path) -> d
         stop_server(server)
 
 
-def write_eval_split(root: Path, n: int, feature: str = "v") -> str:
+def write_eval_split(root: Path, n: int, feature: str = "v", label: str = "") -> str:
     """An Examples folder (`root`) whose gzipped eval split holds n examples, example i with the
-    int64 feature `feature` = i."""
+    int64 feature `feature` = i (and, with `label`, the int64 `label` = i % 3)."""
     import tensorflow as tf
 
     split = root / "Split-eval"
@@ -252,6 +252,9 @@ def write_eval_split(root: Path, n: int, feature: str = "v") -> str:
     with tf.io.TFRecordWriter(str(split / "data.gz"), options) as w:
         for i in range(n):
             value = tf.train.Feature(int64_list=tf.train.Int64List(value=[i]))
-            example = tf.train.Example(features=tf.train.Features(feature={feature: value}))
+            features = {feature: value}
+            if label:
+                features[label] = tf.train.Feature(int64_list=tf.train.Int64List(value=[i % 3]))
+            example = tf.train.Example(features=tf.train.Features(feature=features))
             w.write(example.SerializeToString())
     return str(root)

@@ -65,6 +65,25 @@ def test_amp_not_faster_ships_the_float32_twin(slow_amp_run):
     assert "Shipped: float32 twin" in (out / "report.md").read_text()
 
 
+def trainer_math(out, trainer: str) -> dict:
+    """The float32-math record the trainer's own process wrote (read in the child)."""
+    runs = (out / "tfx" / trainer / "model_run").glob("*/figures.json")
+    newest = max(runs, key=lambda p: int(p.parent.name))
+    return json.loads(newest.read_text())["fp32_math"]
+
+
+def test_the_float32_twin_is_strict_float32_by_default(slow_amp_run):
+    out, result = slow_amp_run
+    summary = json.loads((out / "run_summary.json").read_text())
+    # The float32 twin's process turned TF32 off; the AMP twin's kept TensorFlow's default.
+    fp32 = trainer_math(out, "TrainerFp32")
+    assert fp32["requested"] == "strict" and fp32["tf32_enabled"] is False
+    assert trainer_math(out, "TrainerAmp")["tf32_enabled"] is True
+    # No TF32 on a CPU: the summary and the table say so.
+    assert summary["fp32_math"] == fp32["effective"] == "not applicable on this CPU"
+    assert "float32 twin's math: not applicable on this CPU" in result.stdout
+
+
 def test_require_amp_rejects_and_compares_with_the_pushed_float32_twin(slow_amp_run):
     out, first = slow_amp_run
     assert first.returncode == 0
@@ -72,10 +91,14 @@ def test_require_amp_rejects_and_compares_with_the_pushed_float32_twin(slow_amp_
     before = tree_digest(serving)
     result = run_cli(
         "run", "--data", str(DATA), "--label", "churn", "--output", str(out),
-        "--train-steps", "100", "--seed", "7", "--require-amp", *UNREACHABLE, *CHEAP,
+        "--train-steps", "100", "--seed", "7", "--require-amp", "--fp32-math", "tf32",
+        *UNREACHABLE, *CHEAP,
     )  # fmt: skip
     assert result.returncode == 3, result.stdout + result.stderr
     assert "(--require-amp: the float32 twin is not shipped)" in result.stdout
+    # --fp32-math tf32 reached the float32 twin's process.
+    assert trainer_math(out, "TrainerFp32")["requested"] == "tf32"
+    assert trainer_math(out, "TrainerFp32")["tf32_enabled"] is True
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["status"] == "rejected" and summary["shipped_precision"] == "none"
     assert summary["exports"]["saved_model"] is None

@@ -227,3 +227,23 @@ def test_repeats_give_median_spread_and_trimming():
     assert trimmed([5, 1, 3, 2, 4]) == [2, 3, 4]
     assert trimmed([1, 2, 3, 4]) == [1, 2, 3, 4]  # fewer than five seeds: all kept
     assert eval_size_needed(Paired(n=0, b=0, c=0), TOLERANCE) is None
+
+
+def test_mcnemar_counts_examples_not_seeds():
+    """K identical copies of one seed are one seed's evidence: the p-value does not shrink."""
+    rng = np.random.default_rng(3)
+    reference = rng.random(400) < 0.8
+    candidate = reference.copy()
+    flip = rng.choice(400, 40, replace=False)
+    candidate[flip] = ~candidate[flip]
+    one = parity(Paired.from_correct(candidate, reference), 0.005)
+    three = parity(Paired.from_correct(np.stack([candidate] * 3), np.stack([reference] * 3)), 0.005)
+    assert three["p_value"] == pytest.approx(one["p_value"])
+    b, c = Paired.from_correct(candidate, reference).example_discordance()
+    assert one["p_value"] == pytest.approx(mcnemar_p(b, c))
+    # Seeds that disagree on an example: it counts once, by the sign of its summed difference.
+    split = Paired.from_correct(
+        np.array([[True, True, False], [True, False, False]]),
+        np.array([[False, False, True], [False, True, True]]),
+    )
+    assert split.example_discordance() == (1, 1)  # example 1 ties (+1 - 1): neither

@@ -29,6 +29,7 @@ NODES = {
     "Evaluator",
     "EvaluatorProduction",
     "InfraValidator",
+    "InfraValidatorFp32",
     "SideBySide",
     "PromotionGate",
     "Pusher",

@@ -215,7 +215,8 @@ def test_rejection_names_the_rule_and_leaves_production_untouched(digits_run):
     )
     assert result.returncode == 3, result.stdout + result.stderr
     assert "gate         REJECTED: failed accuracy_parity" in result.stdout
-    assert "; the float32 twin failed serving_infra" in result.stdout
+    (gate_line,) = [ln for ln in result.stdout.splitlines() if ln.startswith("  gate ")]
+    assert "; the float32 twin failed " in gate_line and "serving_infra" in gate_line
     assert "FAIL     accuracy_parity" in result.stdout
     parity = next(
         r
@@ -230,7 +231,7 @@ def test_rejection_names_the_rule_and_leaves_production_untouched(digits_run):
     assert "FAIL     serving_infra" in result.stdout and "over the budget of" in result.stdout
     assert "| accuracy_parity |" in (out / "decision.md").read_text()
     assert decision["shipped_precision"] == "none"
-    assert decision["twins"]["float32"]["failed"] == ["serving_infra"]
+    assert "serving_infra" in decision["twins"]["float32"]["failed"]
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["status"] == "rejected" and summary["exit_code"] == 3
     assert summary["shipped_precision"] == "none"
@@ -254,10 +255,12 @@ def test_a_degraded_amp_twin_ships_the_float32_twin(digits_run):
     serving = out / "serving" / "digits"
     before = pushed_versions(serving)
     old_digests = {v: tree_digest(serving / v) for v in before}
-    # The AMP twin trained for 3 steps loses accuracy; its float32 twin is a healthy model.
+    # The AMP twin trained for 3 steps loses accuracy; its float32 twin is a healthy model (the
+    # loose tolerance lets it match the production model of another seed; AMP's loss is far
+    # beyond it).
     result = run_cli(
         "run", "--output", str(out), "--train-steps", STEPS, "--amp-train-steps", "3",
-        "--tflite", "float32", "--speed-rounds", "0",
+        "--tflite", "float32", "--speed-rounds", "0", *LOOSE_GATE,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     assert "gate         PROMOTED float32 twin: AMP lost accuracy (-" in result.stdout

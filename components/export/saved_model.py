@@ -127,9 +127,14 @@ class ServingModule(tf.Module):
         return self.tft_layer(raw)
 
 
+CLASSES_FILE = "classes.txt"  # components/gate/evidence.py reads it
+
+
 def export_serving_model(model, transform_output: str, export_dir: str, data_spec: dict) -> str:
-    """Writes the serving SavedModel to `export_dir` and returns it."""
-    module = ServingModule(model, transform_output, DataSpec.from_dict(data_spec))
+    """Writes the serving SavedModel to `export_dir` (and, for classes, `classes.txt`: the
+    class names in id order) and returns it."""
+    spec = DataSpec.from_dict(data_spec)
+    module = ServingModule(model, transform_output, spec)
     tf.saved_model.save(
         module,
         export_dir,
@@ -140,6 +145,9 @@ def export_serving_model(model, transform_output: str, export_dir: str, data_spe
             FEATURES_SIGNATURE: module.serve_features,
         },
     )
+    if not spec.regression:  # the class names in id order: the gate matches models by name
+        with tf.io.gfile.GFile(f"{export_dir.rstrip('/')}/{CLASSES_FILE}", "w") as f:
+            f.write("".join(f"{name}\n" for name in spec.classes))
     return export_dir
 
 

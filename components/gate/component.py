@@ -91,6 +91,10 @@ def tfma_failures(evaluation_uri: str) -> list[str]:
     return lines
 
 
+def classes_changed(classes: dict | None) -> bool:
+    return bool(classes and (classes.get("added") or classes.get("dropped")))
+
+
 def _read_json(folder: str, name: str) -> dict:
     with open(os.path.join(folder, name)) as f:
         return json.load(f)
@@ -110,7 +114,8 @@ def production_serving_dir(production_blessing: Artifact) -> str:
 
 
 def _measurements_record(m: gate_rules.Measurements) -> dict:
-    return {k: v for k, v in m.__dict__.items() if k not in ("parity", "production_pairs", "speed")}
+    skip = ("parity", "production_pairs", "production_classes", "speed")
+    return {k: v for k, v in m.__dict__.items() if k not in skip}
 
 
 def classification_decision(
@@ -139,10 +144,12 @@ def classification_decision(
     amp_serving, fp32_serving, production_dir = models
     fp32_accuracy, amp_accuracy = gate_evidence.shipped_accuracies(fp32_dir, amp_dir)
     baseline = majority(examples_uri, label, label_kind) if label else {"share": None, "class": ""}
-    amp_production, fp32_production = (
-        gate_evidence.production_pairs(examples_uri, (amp_serving, fp32_serving), production_dir)
+    (amp_production, fp32_production), classes = (
+        gate_evidence.production_pairs(
+            examples_uri, (amp_serving, fp32_serving), production_dir, label, label_kind
+        )
         if production_dir
-        else (None, None)
+        else ((None, None), None)
     )
     measurements = gate_rules.Measurements(
         fp32_accuracy=fp32_accuracy,
@@ -155,6 +162,7 @@ def classification_decision(
         majority_class=baseline["class"] or "",
         parity=gate_evidence.pooled(fp32_dir, amp_dir),
         production_pairs=amp_production,
+        production_classes=classes,
         speed=speed_result,
     )
     float32_twin = dataclasses.replace(
@@ -173,6 +181,7 @@ def classification_decision(
         fp32, amp, gate_evidence.seed_pairs(fp32_dir, amp_dir)
     )
     result["majority_baseline"] = baseline
+    result["production_classes"] = classes
     result["per_class_accuracy"] = {k: v for k, v in accuracy_by_slice(parity_uri).items() if k}
     return result
 
@@ -366,7 +375,11 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
         already_in_production=shipped is not None and production_id == shipped.id,
         tfma_failures={
             "fp32_baseline": tfma_failures(parity_evaluation.uri),
-            "production": tfma_failures(production_evaluation.uri),
+            # TFMA reads the production model's class ids against this run's label ids: where
+            # the classes changed, those ids name other classes, so its reading is not shown.
+            "production": []
+            if classes_changed(result.get("production_classes"))
+            else tfma_failures(production_evaluation.uri),
         },
         tfma_sample={
             "fp32_baseline": sample_record(parity_evaluation.uri),

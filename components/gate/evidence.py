@@ -197,20 +197,77 @@ def production_errors(
     return [ErrorPairs.from_errors(mine, joined[-1]) for mine in joined[:-1]]
 
 
+CLASSES_FILE = "classes.txt"  # beside saved_model.pb (components/export/saved_model.py)
+
+
+def class_names(saved_model: str) -> list[str] | None:
+    """A classifier SavedModel's class names in id order (its `classes.txt`), or None for a
+    model exported before the file was written (its answers are still compared by name)."""
+    path = os.path.join(saved_model, CLASSES_FILE)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return f.read().split("\n")[:-1]
+
+
+def raw_label_names(chunk, label: str, label_kind: str) -> np.ndarray:
+    """The label of each serialized raw example as a class name ("" where it has none): the
+    strings ids are numbered from in DataSpec.classes, whatever a model numbered them."""
+    import tensorflow as tf
+
+    dtype = tf.string if label_kind == "string" else tf.int64
+    sparse = tf.io.parse_example(chunk, {label: tf.io.VarLenFeature(dtype)})[label]
+    values = sparse.values if dtype == tf.string else tf.strings.as_string(sparse.values)
+    named = tf.SparseTensor(sparse.indices, values, sparse.dense_shape)
+    dense = tf.sparse.to_dense(tf.sparse.slice(named, [0, 0], [sparse.dense_shape[0], 1]), "")
+    return np.char.decode(dense.numpy().reshape(-1).astype(bytes), "utf-8")
+
+
+def class_change(candidate: list[str] | None, production: list[str] | None) -> dict:
+    """Classes the candidate knows that production did not (added), and the reverse (dropped);
+    both empty where production's class list is unknown."""
+    if candidate is None or production is None:
+        return {"added": [], "dropped": [], "production_classes_known": production is not None}
+    return {
+        "added": [c for c in candidate if c not in production],
+        "dropped": [c for c in production if c not in candidate],
+        "production_classes_known": True,
+    }
+
+
 def production_pairs(
-    examples_uri: str, candidates: tuple[str, ...], production: str
-) -> list[Paired]:
-    """Each candidate vs the model in production on every raw eval example, the labels as the
-    first candidate's transform_features reads them (the twins share one Transform; streamed:
-    one pass, the production model run once, the per-example correctness kept, the examples
-    not). One Paired per candidate SavedModel."""
-    signatures = [_signatures(path) for path in (*candidates, production)]
-    transform = signatures[0][names.TRANSFORM_SIGNATURE]
+    examples_uri: str,
+    candidates: tuple[str, ...],
+    production: str,
+    label: str,
+    label_kind: str = "string",
+) -> tuple[list[Paired], dict]:
+    """Each candidate vs the model in production on every raw eval example, matched by class
+    *name*: each model's `classes` answer against the example's raw label. Two models may number
+    their classes differently (classes added, dropped or renamed between runs), so ids are never
+    compared across models. Examples whose class one of the models does not know are left out
+    (the classes both know are compared); `classes` says which changed and how many examples
+    were left out. Streamed: one pass, the production model run once, the per-example
+    correctness kept, the examples not. One Paired per candidate SavedModel."""
+    paths = (*candidates, production)
+    signatures = [_signatures(path)[names.SERVING_SIGNATURE] for path in paths]
+    known = [class_names(path) for path in paths]
+    change = class_change(known[0], known[-1])
+    shared = None if any(k is None for k in known) else set.intersection(*(set(k) for k in known))
     right: list[list[np.ndarray]] = [[] for _ in signatures]
+    seen = left_out = unlabelled = 0
     for chunk in eval_batches(examples_uri):
-        labels = transform(examples=chunk)[names.LABEL_KEY].numpy().reshape(-1)
-        for out, sig in zip(right, signatures, strict=True):
-            ids = sig[names.SERVING_SIGNATURE](examples=chunk)[names.CLASS_IDS].numpy()
-            out.append(ids.reshape(-1) == labels)
+        labels = raw_label_names(chunk, label, label_kind)
+        keep = labels != ""
+        unlabelled += int(np.count_nonzero(~keep))
+        if shared is not None:
+            common = np.isin(labels, list(shared))
+            left_out += int(np.count_nonzero(keep & ~common))
+            keep &= common
+        seen += int(np.count_nonzero(keep))
+        for out, serve in zip(right, signatures, strict=True):
+            answers = serve(examples=chunk)[names.CLASSES].numpy().reshape(-1).astype(bytes)
+            out.append(np.char.decode(answers, "utf-8")[keep] == labels[keep])
     joined = [np.concatenate(r) if r else np.zeros(0, bool) for r in right]
-    return [Paired.from_correct(mine, joined[-1]) for mine in joined[:-1]]
+    change.update(compared=seen, left_out=left_out, unlabelled=unlabelled)
+    return [Paired.from_correct(mine, joined[-1]) for mine in joined[:-1]], change

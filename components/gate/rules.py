@@ -119,6 +119,8 @@ class Measurements:
         parity: the paired evidence of AMP vs float32 (None: decide on the point estimates).
         production_pairs: the paired evidence of AMP vs production.
         speed: the side-by-side speed measurement (None: the trainers' own throughputs).
+        production_classes: how the candidate's classes differ from production's (added,
+            dropped) and how many eval examples were compared (evidence.production_pairs).
         candidate: who `amp_accuracy` and `production_pairs` belong to, as the reasons name
             it: "AMP", or "float32 twin" where the float32 twin is judged on the rules that do
             not compare the twins (components/gate/twins.py).
@@ -136,6 +138,7 @@ class Measurements:
     production_pairs: object = None  # gate_stats.Paired: AMP vs production, same examples
     speed: dict | None = None  # components/gate/speed.py's result
     candidate: str = "AMP"
+    production_classes: dict | None = None  # evidence.production_pairs' class change record
 
 
 EPSILON = 1e-9  # accuracies are ratios of counts: 0.94 - 0.95 must equal -0.01 here
@@ -177,6 +180,23 @@ def min_accuracy(m: Measurements, cfg: GateConfig) -> Rule:
     )
 
 
+def class_change_text(classes: dict | None) -> str:
+    """'classes changed since production: added 'x'; dropped 'y'; compared on the N eval
+    examples of the classes both models know (k left out): ' or '' when none changed."""
+    if not classes or not (classes.get("added") or classes.get("dropped")):
+        return ""
+    parts = [
+        f"{kind} {', '.join(repr(c) for c in classes[kind])}"
+        for kind in ("added", "dropped")
+        if classes.get(kind)
+    ]
+    return (
+        f"classes changed since production: {'; '.join(parts)}; compared by class name on the "
+        f"{classes.get('compared', 0):,} eval examples of the classes both models know "
+        f"({classes.get('left_out', 0):,} left out): "
+    )
+
+
 def production_regression(m: Measurements, cfg: GateConfig) -> Rule:
     if m.production_accuracy is None:
         return Rule(
@@ -188,9 +208,20 @@ def production_regression(m: Measurements, cfg: GateConfig) -> Rule:
             skipped=True,
         )
     if m.production_pairs is not None:
+        change = class_change_text(m.production_classes)
+        if m.production_pairs.n == 0:
+            return Rule(
+                "production_regression",
+                None,
+                -cfg.accuracy_tolerance,
+                True,
+                f"{change}no eval example of a class both models know: nothing to compare",
+                skipped=True,
+            )
         evidence = gate_stats.parity(
             m.production_pairs, cfg.accuracy_tolerance, cfg.strict, f"{m.candidate} vs production"
         )
+        evidence["reason"] = change + evidence["reason"]
         return from_evidence("production_regression", evidence, -cfg.accuracy_tolerance)
     delta = m.amp_accuracy - m.production_accuracy
     return Rule(

@@ -35,6 +35,9 @@ WARMUP_STEPS = 5
 
 def measure(fp32_spec, amp_spec, rounds: int = ROUNDS) -> dict:
     """Alternating bursts of float32 and AMP training steps; one throughput ratio per round."""
+    import tensorflow as tf
+
+    from components.amp import fp32_math
     from components.amp.perf import median, timed_steps
     from components.gate.stats import median_and_spread
     from components.training.job import build_fresh, compile_model, host_batches
@@ -48,15 +51,25 @@ def measure(fp32_spec, amp_spec, rounds: int = ROUNDS) -> dict:
         timed_steps(model, batches, WARMUP_STEPS)
     step = max(timed_steps(fp32, batches, 3) / 3, 1e-4)
     steps = max(5, math.ceil(MIN_BURST_SECONDS / step))
-    ratios, fp32_ms, amp_ms = [], [], []
+    # float32 bursts under the float32 twin's math (strict: TF32 off); AMP under TensorFlow's
+    # default. Where TF32 exists and the twin is strict, a TF32 burst too: AMP vs TF32 is the
+    # ratio NVIDIA publishes, shown beside the one the gate uses.
+    strict = getattr(fp32_spec, "fp32_math", fp32_math.STRICT) == fp32_math.STRICT
+    tf32_too = strict and bool(fp32_math.tf32_capable_gpus())
+    tf32_on = {"fp32": not strict, "amp": True, "tf32": True}
+    ratios, tf32_ratios, fp32_ms, amp_ms = [], [], [], []
     for r in range(rounds):
         times = {}
-        order = (("fp32", fp32), ("amp", amp)) if r % 2 == 0 else (("amp", amp), ("fp32", fp32))
-        for name, model in order:
+        order = [("fp32", fp32), ("amp", amp)] + ([("tf32", fp32)] if tf32_too else [])
+        for name, model in order if r % 2 == 0 else order[::-1]:
+            tf.config.experimental.enable_tensor_float_32_execution(tf32_on[name])
             times[name] = timed_steps(model, batches, steps)
         ratios.append(times["fp32"] / times["amp"])
+        if tf32_too:
+            tf32_ratios.append(times["tf32"] / times["amp"])
         fp32_ms.append(times["fp32"] * 1000 / steps)
         amp_ms.append(times["amp"] * 1000 / steps)
+    tf.config.experimental.enable_tensor_float_32_execution(True)
     spread = median_and_spread(ratios)
     batch = amp_spec.batch_size
     return {
@@ -68,6 +81,9 @@ def measure(fp32_spec, amp_spec, rounds: int = ROUNDS) -> dict:
         "steps_per_burst": steps,
         "ratios": ratios,
         "ratio": spread,
+        "fp32_math": fp32_math.STRICT if strict else fp32_math.TF32,
+        # AMP vs TF32 float32 (NVIDIA's published baseline); None where there is no TF32.
+        "ratio_vs_tf32": median_and_spread(tf32_ratios) if tf32_ratios else None,
         "fp32_step_ms": median_and_spread(fp32_ms),
         "amp_step_ms": median_and_spread(amp_ms),
         "fp32_examples_per_sec": batch * 1000 / median(fp32_ms),

@@ -11,7 +11,9 @@ never K x n (every seed is scored on the same examples).
   a falsely narrow interval; with no discordant example at all, the exact bound on the
   discordant rate (Clopper-Pearson, 97.5% one-sided each way: 1 - 0.025^(1/n)). Coverage is
   checked by simulation in tests/test_gate_stats.py (at least 93% for one seed and several).
-- `mcnemar_p`: exact McNemar test (two-sided binomial test of b out of b + c at 1/2).
+- `mcnemar_p`: exact McNemar test (two-sided binomial test of b out of b + c at 1/2), on
+  examples: with several seeds an example counts once, won or lost by the sign of its summed
+  difference over the seeds (`Paired.example_discordance`), never once per seed.
 - `parity`: the outcome against a tolerance, never laxer than TFMA's change threshold on the
   point estimate:
   - fail: the estimate is beyond the tolerance (a proven regression when the whole interval is);
@@ -38,7 +40,8 @@ ALPHA = 0.05
 PASS, FAIL, UNPROVEN = "pass", "fail", "unproven"
 TEST = (
     "bootstrap over examples (seeds kept together, 4000 resamples, +1/-1 pseudo-examples; "
-    "Clopper-Pearson when nothing differs) + exact McNemar"
+    "Clopper-Pearson when nothing differs) + exact McNemar over examples (an example's seeds "
+    "combined by the sign of their summed difference)"
 )
 
 
@@ -89,6 +92,16 @@ class Paired:
             seeds=int(seeds),
             levels=levels,
         )
+
+    def example_discordance(self) -> tuple[int, int]:
+        """(examples the candidate won, examples it lost), an example's seeds combined by the
+        sign of their summed difference (a majority vote of the seeds' outcomes): the counts
+        McNemar's test reads, one per independent unit. K identical seeds give one seed's."""
+        if not self.levels:
+            return self.b, self.c
+        won = sum(k for v, k in self.levels if v > 0)
+        lost = sum(k for v, k in self.levels if v < 0)
+        return won, lost
 
     def accuracies(self) -> tuple[float, float]:
         """(candidate, reference) accuracy over every (example, seed) outcome."""
@@ -188,7 +201,7 @@ def parity(p: Paired, tolerance: float, strict: bool = False, what: str = "AMP")
     - unproven otherwise: parity not proven at this n; `strict` turns it into fail.
     """
     lo, hi = paired_interval(p)
-    pvalue = mcnemar_p(p.b, p.c)
+    pvalue = mcnemar_p(*p.example_discordance())
     delta = p.difference
     needed = eval_size_needed(p, tolerance)
     eps = 1e-12

@@ -565,6 +565,11 @@ def fit_watched(spec: TrainSpec, model, strategy, train_ds, what: str = ""):
 def train_and_export(spec: TrainSpec, strategy=None) -> dict:
     """Trains (data-parallel under `strategy`, when given), evaluates, exports the serving
     SavedModel, and returns the measured figures."""
+    from components.amp import fp32_math
+
+    # The float32 twin's matmuls as --fp32-math asks (strict: no TF32); the AMP twin keeps
+    # TensorFlow's default for the parts it runs in float32.
+    math_record = fp32_math.apply(spec.fp32_math if spec.policy == "float32" else fp32_math.TF32)
     spec, distribution_figures = distributed(spec, strategy)
     train_ds = train_dataset(spec, spec.batch_size, spec.seed, strategy)
     eval_ds = make_dataset(
@@ -620,6 +625,7 @@ def train_and_export(spec: TrainSpec, strategy=None) -> dict:
         # Per step: Keras' running means over the (single) epoch.
         "curve": {"loss": monitor.losses, "accuracy": monitor.accuracies},
         "serving_precision": spec.serving_precision,
+        "fp32_math": math_record,
         "tflite": tflite,
         "process_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "seeds": seed_runs,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from components.amp.fp32_math import MODES as FP32_MATH_MODES
 from components.export.tflite import VARIANTS as TFLITE_VARIANTS
 from components.export.tflite import ParityThresholds
 from components.training.distribution import DISTRIBUTIONS
@@ -60,6 +61,8 @@ class TrainOptions:
             stops with a diagnosis.
         serving_precision: `float32` (the served model is rebuilt in float32 with the trained
             weights) or `mixed` (keeps the training policy).
+        fp32_math: the float32 twin's matmuls: `strict` (TF32 off, the FP32 the gate names) or
+            `tf32` (TensorFlow's default on Ampere and later GPUs; components/amp/fp32_math.py).
         tflite_variants: TFLite variants to build and check.
         tflite_min_agreement: smallest class agreement of float32/float16 TFLite models.
         tflite_max_int8_drop: largest accuracy drop of the int8 TFLite models.
@@ -92,6 +95,7 @@ class TrainOptions:
     loss_scale_growth_interval: int = 2000
     collapse_patience: int = 20
     serving_precision: str = "float32"
+    fp32_math: str = "strict"
     tflite_variants: tuple[str, ...] = TFLITE_VARIANTS
     tflite_min_agreement: float = ParityThresholds.min_agreement
     tflite_max_int8_drop: float = ParityThresholds.max_int8_accuracy_drop
@@ -130,6 +134,11 @@ class TrainOptions:
                 "Invalid value for argument serving_precision: expected one of "
                 f"{', '.join(SERVING_PRECISIONS)}. "
                 f"Received: serving_precision={self.serving_precision!r}"
+            )
+        if self.fp32_math not in FP32_MATH_MODES:
+            raise ValueError(
+                "Invalid value for argument fp32_math: expected one of "
+                f"{', '.join(FP32_MATH_MODES)}. Received: fp32_math={self.fp32_math!r}"
             )
         if self.regression_loss not in REGRESSION_LOSSES:
             raise ValueError(

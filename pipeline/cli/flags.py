@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from components.amp.fp32_math import MODES as FP32_MATH_MODES
 from components.data.inspection import AUTO_MAX_CLASSES, TASKS, CsvOptions
 from components.training.distribution import DISTRIBUTIONS
 from components.training.options import (
@@ -169,6 +170,14 @@ def add_training_flags(p: argparse.ArgumentParser) -> None:
         default=TRAIN.collapse_patience,
         help="steps with the loss scale at its floor or a NaN loss before training stops "
         "with a diagnosis (default: %(default)s)",
+    )
+    p.add_argument(
+        "--fp32-math",
+        choices=FP32_MATH_MODES,
+        default=TRAIN.fp32_math,
+        help="the float32 twin's matmuls on Ampere and later GPUs: strict (TF32 off: the FP32 "
+        "the gate names) or tf32 (TensorFlow's default); no effect on a CPU (default: "
+        "%(default)s)",
     )
     p.add_argument(
         "--serving-precision",

@@ -183,7 +183,8 @@ def format_table(summary: dict) -> str:
         "",
         f"  hardware     {hw['device']}: {hw['name']}",
         f"  recipe       {summary['policy']}, xla={'on' if summary['xla'] else 'off'}, "
-        f"loss scaling={'on' if summary['loss_scaling'] else 'off'}",
+        f"loss scaling={'on' if summary['loss_scaling'] else 'off'}; float32 twin's math: "
+        f"{summary.get('fp32_math', 'not recorded')}",
         f"  why          {hw['reason']}",
     ]
     if summary.get("xla_fallback"):
