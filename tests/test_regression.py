@@ -29,6 +29,49 @@ def test_the_error_interval_covers_the_true_difference_95_times_in_100(n):
     assert covered / trials >= 0.93, covered / trials
 
 
+def skewed(kind: str, n: int, rng) -> tuple[np.ndarray, float]:
+    """Per-example error differences of a known mean, right-skewed as AMP's are (it fails by a
+    few large errors): lognormal (sigma 1.5), exponential, or normal plus a 1% tail whose
+    values are themselves exponential with mean 20."""
+    if kind == "lognormal":
+        return rng.lognormal(0.0, 1.5, n), float(np.exp(1.5**2 / 2))
+    if kind == "exponential":
+        return rng.exponential(1.0, n), 1.0
+    d = rng.normal(0.0, 1.0, n)
+    tail = rng.random(n) < 0.01
+    d[tail] += rng.exponential(20.0, int(tail.sum()))
+    return d, 0.2
+
+
+def upper_miss_rates(kind: str, n: int, trials: int = 300) -> tuple[float, float]:
+    """(this interval's, Student-t's) share of trials whose upper bound is below the mean."""
+    rng = np.random.default_rng(11)
+    ours = student = 0
+    for _ in range(trials):
+        d, mean = skewed(kind, n, rng)
+        p = pairs_with(d, np.full(n, 5.0))
+        ours += gate_stats.error_interval(p, resamples=499)[1] < mean
+        student += gate_stats.student_t_interval(p)[1] < mean
+    return ours / trials, student / trials
+
+
+@pytest.mark.parametrize(
+    ("kind", "n"),
+    [(k, n) for k in ("lognormal", "exponential", "contaminated") for n in (400, 2000)],
+)
+def test_the_upper_bound_covers_one_sided_on_skewed_differences(kind, n):
+    """The bound that decides a pass: its miss rate is at most 4% against a nominal 2.5%, where
+    Student-t's reached 5-18% (the README and RESULTS.md give every figure, n = 30 and 100
+    too). One case is beyond any interval drawn from the sample: a 1% tail at n = 400 is seen
+    0-2 times in a quarter of the samples; there the miss rate is measured and must beat
+    Student-t's by half."""
+    ours, student = upper_miss_rates(kind, n)
+    if (kind, n) == ("contaminated", 400):
+        assert ours <= student / 2, (ours, student)
+    else:
+        assert ours <= 0.04, (ours, student)
+
+
 def test_seeds_average_per_example_and_never_multiply_n():
     rng = np.random.default_rng(0)
     reference = rng.exponential(1.0, (3, 200))

@@ -52,7 +52,7 @@ def beats_mean(pairs: gate_stats.ErrorPairs | None, mean: float, candidate: str 
         interval=(lo / scale, hi / scale),
         n=pairs.n,
         seeds=pairs.seeds,
-        test=gate_stats.ERROR_TEST,
+        test=pairs.test,
     )
 
 
