@@ -44,6 +44,7 @@ class RunConfig:
         accuracy_tolerance, min_accuracy, min_speedup: the gate's thresholds (GateConfig).
         error_tolerance: a regression label's: the largest MAE rise, as a share of float32's
             (and production's) MAE, that still promotes (GateConfig).
+        recall_tolerance, auc_tolerance, class_metrics: the rare class's rules (GateConfig).
         require_amp: ship the AMP twin or nothing (`--require-amp`); by default the float32
             twin ships when AMP loses and it passes the rules that do not compare the twins
             (components/gate/twins.py).
@@ -81,6 +82,9 @@ class RunConfig:
     min_speedup: float = GateConfig.min_speedup
     error_tolerance: float = GateConfig.error_tolerance
     require_amp: bool = False
+    recall_tolerance: float = GateConfig.recall_tolerance
+    auc_tolerance: float = GateConfig.auc_tolerance
+    class_metrics: str = GateConfig.class_metrics
     parity: str = "evidence"
     speed_rounds: int = 7
     tfma_max_examples: int = 50_000  # components/gate/evaluator.py MAX_EXAMPLES
@@ -127,6 +131,9 @@ class RunConfig:
             self.min_accuracy,
             self.min_speedup,
             error_tolerance=self.error_tolerance,
+            recall_tolerance=self.recall_tolerance,
+            auc_tolerance=self.auc_tolerance,
+            class_metrics=self.class_metrics,
         )
         if not self.serving_latency_budget_ms > 0:
             raise ValueError(

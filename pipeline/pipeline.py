@@ -44,7 +44,8 @@ def eval_config(config: RunConfig, data: DataSpec) -> tfma.EvalConfig:
     """AMP candidate vs a baseline, on the whole eval split and per class.
 
     Metrics: accuracy (gated: no drop beyond the tolerance, at least the minimum), loss, example
-    count, and AUC of the positive class for binary labels. For a regression label: mean
+    count, and ROC and PR AUC of the positive class for binary labels (the gate's own rules on
+    them are components/gate/class_metrics.py). For a regression label: mean
     absolute error (gated: no rise beyond the error tolerance, a share of the baseline's), mean
     squared error, its root and the example count, on the raw label and the served
     predictions, both in the label's units.
@@ -105,7 +106,11 @@ def eval_config(config: RunConfig, data: DataSpec) -> tfma.EvalConfig:
     if data.num_classes == 2:
         metrics_specs.append(
             tfma.MetricsSpec(
-                metrics=[tfma.MetricConfig(class_name="AUC")],
+                # ROC and PR AUC: the second reading of the gate's roc_auc and pr_auc rules.
+                metrics=[
+                    tfma.MetricConfig(class_name="AUC"),
+                    tfma.MetricConfig(class_name="AUCPrecisionRecall"),
+                ],
                 binarize=tfma.BinarizationOptions(class_ids={"values": [1]}),
             )
         )
@@ -402,6 +407,9 @@ def create_pipeline(
         error_tolerance=config.error_tolerance,
         label_mean=data.label_mean,
         require_amp=int(config.require_amp),
+        recall_tolerance=config.recall_tolerance,
+        auc_tolerance=config.auc_tolerance,
+        class_metrics_for=config.class_metrics,
     ).with_id(GATE)
     pusher = Pusher(
         model=trainer_amp.outputs["model"],

@@ -18,8 +18,9 @@
   exact in float32 below 2**24); the built-in BERT encoder casts them back to integers before
   any mixed-precision layer sees them.
 - The label becomes its class id, in the order of DataSpec.classes; a regression label is
-  standardised, `(y - label_mean) / label_std` with DataSpec's figures (the input check's, over
-  every row it read), and the serving signatures answer `z * label_std + label_mean`.
+  standardised, `(y - mean) / std` with its mean and standard deviation over the train split
+  (Transform's analyzers), and the serving signatures answer `z * std + mean` (`label_scale`
+  reads the two back from the Transform graph).
 
 The Trainer, the exported serving signature and the Evaluator all use this one function through
 the Transform graph, so training and serving cannot skew.
@@ -73,10 +74,29 @@ def label_to_id(label, spec: DataSpec) -> tf.Tensor:
 
 
 def standardized_label(label, spec: DataSpec) -> tf.Tensor:
-    """[batch] float32 z-scores of a regression label (DataSpec's mean and std, so that the
-    serving signatures can turn predictions back into the label's units)."""
+    """[batch] float32 z-scores of a regression label, by its mean and standard deviation over
+    the train split (Transform's analyzers, which read train only: the eval labels never move
+    them). `label_scale` reads the two numbers back out of the Transform graph, for the
+    serving signatures and the mean baseline."""
     y = tf.reshape(tf.cast(_dense(label, 0), tf.float32), [-1])
-    return (y - spec.label_mean) / spec.label_std
+    mean = tft.mean(y)
+    return (y - mean) * tf.math.rsqrt(tf.maximum(tft.var(y), 1e-12))
+
+
+def label_scale(transform_output: str, spec: DataSpec) -> tuple[float, float]:
+    """(mean, standard deviation) of a regression label over the train split, as Transform
+    standardised it: the graph maps y to (y - mean) / std, so two labels (0 and 1) give both."""
+    output = tft.TFTransformOutput(transform_output)
+    feature = output.raw_feature_spec()[spec.label]
+    values = tf.constant([0, 1], feature.dtype)
+    if isinstance(feature, tf.io.VarLenFeature):
+        raw = tf.SparseTensor([[0, 0], [1, 0]], values, [2, 1])
+    else:
+        raw = tf.reshape(values, [2, *[d for d in feature.shape]])
+    z = output.transform_raw_features({spec.label: raw}, drop_unused_features=True)[LABEL_KEY]
+    z0, z1 = (float(v) for v in tf.reshape(z, [-1]).numpy())
+    std = 1.0 / (z1 - z0)
+    return -z0 * std, std
 
 
 def _standardized_scalars(raws: list) -> tf.Tensor:

@@ -13,10 +13,10 @@ from tfx import v1 as tfx
 from tfx.types.artifact import Artifact
 
 from components.export import text_parity
+from components.gate import class_metrics, speed_record, twins
 from components.gate import evidence as gate_evidence
 from components.gate import regression as gate_regression
 from components.gate import rules as gate_rules
-from components.gate import speed_record, twins
 from components.gate.evaluator import sample_record
 from components.gate.majority import majority
 from components.gate.production_evaluator import has_evaluation
@@ -172,8 +172,15 @@ def classification_decision(
         parity=None,
         candidate="float32 twin",
     )
+    rare = class_metrics.class_rules(
+        gate_evidence.class_evidence(fp32_dir, amp_dir, amp_serving),
+        cfg.recall_tolerance,
+        cfg.auc_tolerance,
+        cfg.strict,
+        cfg.class_metrics,
+    )
     result = {
-        twins.AMP: gate_rules.decide(measurements, cfg, extra=extra[0]),
+        twins.AMP: gate_rules.decide(measurements, cfg, extra=(*rare, *extra[0])),
         twins.FLOAT32: gate_rules.decide_float32(float32_twin, cfg, extra=extra[1]),
     }
     result["measurements"] = _measurements_record(measurements)
@@ -323,12 +330,22 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
     error_tolerance: Parameter[float] = gate_rules.ERROR_TOLERANCE,
     label_mean: Parameter[float] = 0.0,
     require_amp: Parameter[int] = 0,
+    recall_tolerance: Parameter[float] = gate_rules.RECALL_TOLERANCE,
+    auc_tolerance: Parameter[float] = gate_rules.AUC_TOLERANCE,
+    class_metrics_for: Parameter[str] = "rare",
 ) -> None:
     """Decides which twin ships (components/gate/twins.py): `model` is the AMP twin,
     `fp32_model` the float32 twin, each with its infra blessing; writes the blessing (naming
     the twin that shipped) and decision.json/decision.md."""
     cfg = gate_rules.GateConfig(
-        accuracy_tolerance, min_accuracy, min_speedup, bool(strict), error_tolerance
+        accuracy_tolerance,
+        min_accuracy,
+        min_speedup,
+        bool(strict),
+        error_tolerance,
+        recall_tolerance,
+        auc_tolerance,
+        class_metrics_for,
     )
     regression = task == "regression"
     fp32, amp = _figures(fp32_run), _figures(amp_run)
@@ -345,6 +362,9 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
     )
     extra = (amp_extra, fp32_extra)
     if regression:
+        # The mean baseline is the train split's mean (Transform's, as the trainers read it
+        # back), not the input check's over every row: eval labels never fit it.
+        label_mean = (amp.get("label_scale") or {}).get("mean", label_mean)
         judged = regression_decision(
             cfg, fp32, amp, runs, models, examples.uri, label, label_mean, speed_result, extra
         )

@@ -93,6 +93,25 @@ def seed_pairs(fp32_dir: str, amp_dir: str) -> list[tuple[int, Paired]]:
     ]
 
 
+def class_evidence(fp32_dir: str, amp_dir: str, amp_serving: str):
+    """Both twins' class ids (and a binary label's positive-class scores) per seed on the same
+    eval examples, for the rare class's rules (components/gate/class_metrics.py)."""
+    from components.gate.class_metrics import ClassEvidence
+
+    fp32, amp = load_predictions(fp32_dir), load_predictions(amp_dir)
+    seeds = [int(np.flatnonzero(fp32["seeds"] == s)[0]) for s in amp["seeds"]]
+    names = class_names(amp_serving)
+    k = int(max(amp["labels"].max(initial=0), amp["predictions"].max(initial=0))) + 1
+    return ClassEvidence(
+        labels=amp["labels"],
+        amp=amp["predictions"],
+        fp32=fp32["predictions"][seeds],
+        classes=tuple(names) if names else tuple(str(i) for i in range(k)),
+        amp_scores=amp.get("scores"),
+        fp32_scores=fp32["scores"][seeds] if "scores" in fp32 else None,
+    )
+
+
 def shipped_accuracies(fp32_dir: str, amp_dir: str) -> tuple[float, float]:
     """(float32, AMP) accuracy of each twin's first seed, the model its run ships, on every
     eval example."""

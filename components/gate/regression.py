@@ -4,8 +4,8 @@
   share of float32's MAE, 2% by default) above its float32 twin's, on the per-example paired
   errors of every seed (components/gate/stats.py::error_parity);
 - `beats_mean`: the AMP model's MAE must be below that of always answering the label's mean
-  (DataSpec.label_mean, over every row the input check read): a model no better than that is
-  useless however close to its twin it is;
+  over the train split (Transform's, as the trainers read it back): a model no better than
+  that is useless however close to its twin it is;
 - `production_regression`: at most `error_tolerance` above the production model's MAE;
 - `min_speedup`, `serving_infra` and the tokenizer rule as for classes (components/gate/rules.py);
 - one rule per TFLite variant: its MAE at most a share of the SavedModel's above it, the shares

@@ -13,6 +13,10 @@ from components.gate import stats as gate_stats
 # Regression: the AMP model's mean absolute error may be at most 2% above float32's (and a new
 # model's at most 2% above production's). The one place this default is written.
 ERROR_TOLERANCE = 0.02
+# The rare class (components/gate/class_metrics.py): the largest drop of a class's recall (and of
+# the macro-averaged recall), and of ROC and PR AUC, that still promotes.
+RECALL_TOLERANCE = 0.05
+AUC_TOLERANCE = 0.01
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,6 +29,11 @@ class GateConfig:
         min_speedup: smallest AMP/float32 examples-per-second ratio (1.0: not slower).
         error_tolerance: regression: largest rise of the mean absolute error allowed, as a share
             of the reference's (float32's, production's), vs float32 and vs production.
+        recall_tolerance: largest drop of a rare class's recall (and of the macro-averaged
+            recall), AMP vs float32 (`--recall-tolerance`).
+        auc_tolerance: largest drop of ROC AUC and PR AUC for a binary label (`--auc-tolerance`).
+        class_metrics: `rare` (recall rules for classes under 10% of the eval examples) or
+            `all` (for every class).
         strict: `--parity strict`: a rule whose estimate is within its threshold but whose
             interval is not (unproven) rejects; by default it promotes with that headline. An
             estimate beyond a threshold rejects either way.
@@ -35,9 +44,17 @@ class GateConfig:
     min_speedup: float = 1.0
     strict: bool = False
     error_tolerance: float = ERROR_TOLERANCE
+    recall_tolerance: float = RECALL_TOLERANCE
+    auc_tolerance: float = AUC_TOLERANCE
+    class_metrics: str = "rare"
 
     def __post_init__(self) -> None:
-        for name in ("accuracy_tolerance", "min_accuracy"):
+        if self.class_metrics not in ("rare", "all"):
+            raise ValueError(
+                "Invalid value for argument class_metrics: expected one of rare, all. "
+                f"Received: class_metrics={self.class_metrics!r}"
+            )
+        for name in ("accuracy_tolerance", "min_accuracy", "recall_tolerance", "auc_tolerance"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(

@@ -346,6 +346,21 @@ def dataset_arrays(ds, max_rows: int) -> tuple:
     return np.concatenate(xs)[:max_rows], np.concatenate(ys)[:max_rows]
 
 
+def with_train_label_scale(spec: TrainSpec) -> TrainSpec:
+    """A regression label's mean and standard deviation as Transform standardised it (over the
+    train split), in the spec's DataSpec: the served model, the TFLite sidecar and every figure
+    in the label's units use them, never the input check's figures over every row."""
+    data = spec.data_spec
+    if data.get("task") != "regression":
+        return spec
+    from components.data.preprocessing import label_scale
+    from core.data_spec import DataSpec
+
+    mean, std = label_scale(spec.transform_output, DataSpec.from_dict(data))
+    logger.info("Label scale over the train split: mean %.6g, std %.6g", mean, std)
+    return dataclasses.replace(spec, data_spec={**data, "label_mean": mean, "label_std": std})
+
+
 def label_units(spec: TrainSpec, standardised: np.ndarray) -> np.ndarray:
     """A regression label or prediction back in the label's own units (float64)."""
     data = spec.data_spec
@@ -570,6 +585,7 @@ def train_and_export(spec: TrainSpec, strategy=None) -> dict:
     # The float32 twin's matmuls as --fp32-math asks (strict: no TF32); the AMP twin keeps
     # TensorFlow's default for the parts it runs in float32.
     math_record = fp32_math.apply(spec.fp32_math if spec.policy == "float32" else fp32_math.TF32)
+    spec = with_train_label_scale(spec)
     spec, distribution_figures = distributed(spec, strategy)
     train_ds = train_dataset(spec, spec.batch_size, spec.seed, strategy)
     eval_ds = make_dataset(
@@ -626,6 +642,14 @@ def train_and_export(spec: TrainSpec, strategy=None) -> dict:
         "curve": {"loss": monitor.losses, "accuracy": monitor.accuracies},
         "serving_precision": spec.serving_precision,
         "fp32_math": math_record,
+        # A regression label's train-split mean and std (Transform's): the mean baseline's.
+        "label_scale": None
+        if not is_regression(spec)
+        else {
+            "mean": spec.data_spec.get("label_mean"),
+            "std": spec.data_spec.get("label_std"),
+            "from": "the train split (Transform's analyzers)",
+        },
         "tflite": tflite,
         "process_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "seeds": seed_runs,
@@ -720,7 +744,9 @@ def predict_every_seed(spec: TrainSpec, xla, eval_ds, serving, trained, strategy
         "peak_memory_mb": trained["peak_mb"],
         "accuracy": None,
     }
-    seed_runs, predictions = train_other_seeds(spec, xla, eval_ds, serving, first, strategy)
+    seed_runs, answered = train_other_seeds(spec, xla, eval_ds, serving, first, strategy)
+    predictions = [answers for answers, _ in answered]
+    scores = [s for _, s in answered if s is not None]
     regression = is_regression(spec)
     eval_y = np.concatenate([np.asarray(y) for _, y in eval_ds])
     labels = label_units(spec, eval_y) if regression else eval_y.astype(np.int64)
@@ -734,6 +760,7 @@ def predict_every_seed(spec: TrainSpec, xla, eval_ds, serving, trained, strategy
         labels=labels,
         predictions=np.stack(predictions).astype(np.float64 if regression else np.int64),
         seeds=np.array([r["seed"] for r in seed_runs], np.int64),
+        **({"scores": np.stack(scores)} if scores else {}),
     )
     return seed_runs
 
@@ -743,18 +770,21 @@ def predict_every_seed(spec: TrainSpec, xla, eval_ds, serving, trained, strategy
 MAX_PARITY_EXAMPLES = 200_000
 
 
-def predicted_answers(spec: TrainSpec, model, eval_ds) -> np.ndarray:
+def predicted_answers(spec: TrainSpec, model, eval_ds) -> tuple[np.ndarray, np.ndarray | None]:
     """The model's class ids for every example of the batched `eval_ds` (its x), or for
-    regression its predictions in the label's units."""
+    regression its predictions in the label's units; and for a binary label the positive
+    class's probability (the gate's ROC and PR AUC), else None."""
     outputs = model.predict(eval_ds.map(lambda x, y: x), verbose=0)
     if is_regression(spec):
-        return label_units(spec, np.reshape(outputs, [-1]))
-    return np.argmax(outputs, axis=1)
+        return label_units(spec, np.reshape(outputs, [-1])), None
+    scores = outputs[:, 1].astype(np.float32) if outputs.shape[1] == 2 else None
+    return np.argmax(outputs, axis=1), scores
 
 
 def train_other_seeds(spec: TrainSpec, xla: bool, eval_ds, served, first: dict, strategy=None):
     """The spec's model trained again under each further seed of `spec.seed_list` (same data, same
-    steps): ([figures per seed], [eval predictions per seed]), the first seed's given."""
+    steps): ([figures per seed], [(eval predictions, binary scores) per seed]), the first
+    seed's given."""
     import dataclasses as dc
 
     runs, predictions = [first], [predicted_answers(spec, served, eval_ds)]

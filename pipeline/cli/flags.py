@@ -86,6 +86,27 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
         "still promotes (default: %(default)s: AMP must not be slower)",
     )
     p.add_argument(
+        "--recall-tolerance",
+        type=argtypes.fraction,
+        default=DEFAULTS.recall_tolerance,
+        help="largest drop of a rare class's recall (and of the macro-averaged recall) of AMP "
+        "vs fp32 that still promotes (default: %(default)s)",
+    )
+    p.add_argument(
+        "--auc-tolerance",
+        type=argtypes.fraction,
+        default=DEFAULTS.auc_tolerance,
+        help="binary labels: largest drop of ROC AUC and PR AUC of AMP vs fp32 that still "
+        "promotes (default: %(default)s)",
+    )
+    p.add_argument(
+        "--class-metrics",
+        choices=("rare", "all"),
+        default=DEFAULTS.class_metrics,
+        help="recall rules for the classes under 10%% of the eval examples (rare) or for every "
+        "class (all) (default: %(default)s)",
+    )
+    p.add_argument(
         "--require-amp",
         action="store_true",
         help="ship the AMP twin or nothing: when AMP loses (slower, or less accurate), reject "

@@ -1,0 +1,92 @@
+"""The rare class's rules (components/gate/class_metrics.py): what accuracy does not see."""
+
+import numpy as np
+import pytest
+
+from components.gate import class_metrics
+from components.gate import rules as gate_rules
+from components.gate.stats import Paired
+
+N, RARE = 2000, 66  # 3.3% defaults, as in ISLR's Default
+
+
+def default_like(amp_rare_right: int, rng) -> class_metrics.ClassEvidence:
+    """float32 finds 60 of the 66 defaulters and misses 40 of the others; AMP finds
+    `amp_rare_right` and misses as many others as keep its accuracy equal to float32's."""
+    labels = np.zeros(N, np.int64)
+    labels[:RARE] = 1
+    fp32 = labels.copy()
+    fp32[60:RARE] = 0  # 6 defaulters missed
+    fp32[RARE : RARE + 40] = 1  # 40 false alarms
+    amp = labels.copy()
+    amp[amp_rare_right:RARE] = 0
+    lost = 60 - amp_rare_right
+    amp[RARE : RARE + 40 - lost] = 1  # fewer false alarms: the same accuracy
+
+    def scores(pred):
+        return np.clip(pred * 0.6 + rng.normal(0.2, 0.15, N), 0, 1).astype(np.float32)
+
+    return class_metrics.ClassEvidence(
+        labels=labels,
+        amp=amp[None],
+        fp32=fp32[None],
+        classes=("No", "Yes"),
+        amp_scores=scores(amp)[None],
+        fp32_scores=scores(fp32)[None],
+    )
+
+
+def decide(e: class_metrics.ClassEvidence) -> dict:
+    cfg = gate_rules.GateConfig()
+    m = gate_rules.Measurements(
+        fp32_accuracy=float(np.mean(e.fp32[0] == e.labels)),
+        amp_accuracy=float(np.mean(e.amp[0] == e.labels)),
+        production_accuracy=None,
+        fp32_examples_per_sec=1.0,
+        amp_examples_per_sec=1.0,
+        amp_policy="float32",
+        majority_share=1 - RARE / N,
+        parity=Paired.from_correct(e.amp[0] == e.labels, e.fp32[0] == e.labels),
+    )
+    rare = class_metrics.class_rules(e, cfg.recall_tolerance, cfg.auc_tolerance, cfg.strict)
+    return gate_rules.decide(m, cfg, extra=tuple(rare))
+
+
+def test_same_accuracy_but_half_the_rare_recall_is_rejected_at_the_defaults():
+    e = default_like(amp_rare_right=30, rng=np.random.default_rng(0))
+    assert np.mean(e.amp[0] == e.labels) == np.mean(e.fp32[0] == e.labels)
+    decision = decide(e)
+    rules = {r["name"]: r for r in decision["rules"]}
+    assert rules["accuracy_parity"]["outcome"] != "fail"  # accuracy sees nothing
+    recall = rules["recall[Yes]"]
+    assert recall["outcome"] == "fail" and "recall[Yes]" in decision["failed"]
+    assert recall["value"] == pytest.approx(-30 / 66)
+    assert recall["n"] == RARE and recall["interval"][1] < 0
+    assert "class 'Yes', 66 of 2,000 eval examples (3.3%)" in recall["detail"]
+    # The scores rank the missed defaulters low: the AUCs fall too, with paired intervals.
+    for name in ("roc_auc", "pr_auc"):
+        assert rules[name]["value"] < -0.01 and rules[name]["outcome"] == "fail", rules[name]
+        lo, hi = rules[name]["interval"]
+        assert lo <= rules[name]["value"] <= hi
+
+
+def test_the_same_rare_recall_passes_or_is_unproven_never_fails():
+    e = default_like(amp_rare_right=60, rng=np.random.default_rng(1))
+    decision = decide(e)
+    rules = {r["name"]: r for r in decision["rules"]}
+    assert rules["recall[Yes]"]["outcome"] in ("pass", "unproven")
+    assert "recall[No]" not in rules  # 96.7% of the examples: not a rare class
+
+
+def test_every_class_with_class_metrics_all_and_macro_recall_for_many_classes():
+    rng = np.random.default_rng(2)
+    labels = rng.integers(0, 4, 800)
+    predicted = np.where(rng.random(800) < 0.9, labels, (labels + 1) % 4)
+    e = class_metrics.ClassEvidence(
+        labels=labels, amp=predicted[None], fp32=predicted[None], classes=("a", "b", "c", "d")
+    )
+    rules = class_metrics.class_rules(e, 0.05, 0.01, False, which="all")
+    names = [r.name for r in rules]
+    assert names == ["recall[a]", "recall[b]", "recall[c]", "recall[d]", "macro_recall"]
+    macro = rules[-1]
+    assert macro.value == pytest.approx(0.0) and macro.outcome in ("pass", "unproven")
