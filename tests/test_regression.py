@@ -157,19 +157,68 @@ def test_tflite_variants_are_judged_on_their_paired_errors():
     assert not rules["tflite_float16"].passed and "boom" in rules["tflite_float16"].detail
 
 
-def test_the_label_is_standardised_with_the_data_specs_figures():
+def test_the_label_is_standardised_over_the_train_split_and_read_back(tmp_path):
+    """Transform's analyzers see the train split only: the label's z-scores use its mean and
+    standard deviation, not the input check's over every row (the DataSpec's 0 and 1 here),
+    and label_scale reads the two back out of the Transform graph."""
     import tensorflow as tf
+    import tensorflow_transform.beam as tft_beam
+    from tensorflow_transform.tf_metadata import schema_utils
 
-    from components.data.preprocessing import standardized_label
+    from components.data.preprocessing import label_scale, standardized_label
     from core.data_spec import REGRESSION, DataSpec
+    from core.names import LABEL_KEY
 
     spec = DataSpec(
         source="t.csv", format="csv", input_base=".", input_pattern="*.csv", label="price",
         label_kind="float", classes=(), numeric_features=(("x", 1),), rows=3,
-        task=REGRESSION, label_mean=100.0, label_std=20.0,
+        task=REGRESSION, label_mean=0.0, label_std=1.0,
     )  # fmt: skip
-    z = standardized_label(tf.constant([[80], [100], [150]], tf.int64), spec)
-    np.testing.assert_allclose(z.numpy(), [-1.0, 0.0, 2.5])
+    schema = schema_utils.schema_from_feature_spec({"price": tf.io.FixedLenFeature([], tf.float32)})
+
+    def preprocessing_fn(inputs):
+        return {LABEL_KEY: standardized_label(inputs["price"], spec)}
+
+    import apache_beam as beam
+    from tfx_bsl.public import tfxio
+
+    records = [
+        tf.train.Example(
+            features=tf.train.Features(
+                feature={"price": tf.train.Feature(float_list=tf.train.FloatList(value=[v]))}
+            )
+        ).SerializeToString()
+        for v in (80.0, 100.0, 150.0)
+    ]
+    source = tfxio.TFExampleBeamRecord(physical_format="inmem", schema=schema)
+    with beam.Pipeline() as p, tft_beam.Context(temp_dir=str(tmp_path / "tmp")):
+        raw = p | beam.Create(records) | source.BeamSource()
+        (transformed, _), transform_fn = (
+            raw,
+            source.TensorAdapterConfig(),
+        ) | tft_beam.AnalyzeAndTransformDataset(preprocessing_fn, output_record_batches=True)
+        _ = transform_fn | tft_beam.WriteTransformFn(str(tmp_path / "transform"))
+        _ = (
+            transformed
+            | beam.FlatMap(lambda batch: batch[0].column(LABEL_KEY).to_pylist())
+            | beam.combiners.ToList()
+            | beam.Map(lambda zs: (tmp_path / "z.txt").write_text(repr(sorted(zs))))
+        )
+    data = eval((tmp_path / "z.txt").read_text())  # noqa: S307 - our own repr of floats
+    from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io
+
+    # The raw schema, as TFX's Transform writes it beside the transform graph.
+    metadata_io.write_metadata(
+        dataset_metadata.DatasetMetadata(schema), str(tmp_path / "transform" / "metadata")
+    )
+    values = np.array([80.0, 100.0, 150.0])
+    expected = (values - values.mean()) / values.std()
+    np.testing.assert_allclose(
+        [z[0] if isinstance(z, list) else z for z in data], expected, rtol=1e-5
+    )
+    mean, std = label_scale(str(tmp_path / "transform"), spec)
+    assert mean == pytest.approx(values.mean(), rel=1e-5)
+    assert std == pytest.approx(values.std(), rel=1e-4)
 
 
 def test_a_module_model_for_a_regression_label_must_return_one_value():
