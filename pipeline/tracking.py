@@ -128,6 +128,13 @@ def set_alias(client, model_name: str, alias: str, version: str) -> None:
             time.sleep(0.2 * (attempt + 1))
 
 
+def metric_key(name: str) -> str:
+    """An MLflow metric or tag key from a rule name: `recall[Yes]` -> `recall.Yes`; anything
+    MLflow refuses (it takes letters, digits, _ - . : / and spaces) becomes '-'."""
+    name = name.replace("[", ".").replace("]", "")
+    return re.sub(r"[^A-Za-z0-9_./: -]", "-", name)
+
+
 class RunTracker:
     """Writes one pipeline run to MLflow. Every run it opens ends FINISHED or FAILED."""
 
@@ -318,6 +325,8 @@ class RunTracker:
         return run
 
     def log_gate(self, summary: dict, decision_files: list[Path], tags: dict) -> str:
+        """A child run with every rule of the shipped twin (the AMP twin's where none shipped)
+        as metrics and tags, and both twins' failed rules as tags."""
         gate = summary["gate"]
         run = self._create("gate", {**tags, "decision": summary["status"]}, parent=self.run_id)
         metrics = {"gate_passed": bool(gate["passed"])}
@@ -328,7 +337,7 @@ class RunTracker:
         for twin, record in (gate.get("twins") or {}).items():
             tags[f"{twin}_twin.failed_rules"] = ",".join(record["failed"]) or "none"
         for rule in gate["rules"]:
-            name = rule["name"]
+            name = metric_key(rule["name"])
             metrics[f"rule_{name}_passed"] = bool(rule["passed"])
             if rule["value"] is not None:
                 metrics[f"rule_{name}_value"] = rule["value"]

@@ -249,53 +249,6 @@ def test_rejection_names_the_rule_and_leaves_production_untouched(digits_run):
     assert client.get_model_version_by_alias(reg["name"], "champion").version != version.version
 
 
-def test_a_degraded_amp_twin_ships_the_float32_twin(digits_run):
-    out, first = digits_run
-    assert first.returncode == 0
-    serving = out / "serving" / "digits"
-    before = pushed_versions(serving)
-    old_digests = {v: tree_digest(serving / v) for v in before}
-    # The AMP twin trained for 3 steps loses accuracy; its float32 twin is a healthy model (the
-    # loose tolerance lets it match the production model of another seed; AMP's loss is far
-    # beyond it).
-    result = run_cli(
-        "run", "--output", str(out), "--train-steps", STEPS, "--amp-train-steps", "3",
-        "--tflite", "float32", "--speed-rounds", "0", *LOOSE_GATE,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "gate         PROMOTED float32 twin: AMP lost accuracy (-" in result.stdout
-    summary = json.loads((out / "run_summary.json").read_text())
-    assert summary["status"] == "promoted" and summary["shipped_precision"] == "float32"
-    assert "accuracy_parity" in summary["gate"]["twins"]["amp"]["failed"]
-    assert summary["gate"]["failed"] == []
-    # The pushed version is the float32 twin's SavedModel with its own TFLite model; the
-    # versions pushed before are untouched.
-    versions = pushed_versions(serving)
-    assert versions[:-1] == before and all(
-        tree_digest(serving / v) == old_digests[v] for v in before
-    )
-    pushed = serving / versions[-1]
-    assert summary["exports"]["saved_model"] == str(pushed)
-    (fp32_model,) = (out / "tfx" / "TrainerFp32" / "model").glob("*/Format-Serving")
-    newest = max(
-        fp32_model.parent.parent.glob("*/Format-Serving"), key=lambda p: int(p.parent.name)
-    )
-    assert tree_digest(pushed) == tree_digest(newest)
-    assert (pushed / "tflite" / "model_float32.tflite").is_file()
-    rows = digits_rows()[:300]
-    accuracy = np.mean(predict_classes(pushed, rows, "label") == [r["label"] for r in rows])
-    assert accuracy > 0.5
-    # MLflow: the registered version is the float32 twin, tagged so, and the champion.
-    from mlflow import MlflowClient
-
-    client = MlflowClient(summary["mlflow"]["tracking_uri"])
-    reg = summary["mlflow"]["registered_model"]
-    version = client.get_model_version(reg["name"], str(reg["version"]))
-    assert version.tags["twin"] == "float32" and version.tags["precision"] == "float32"
-    assert client.get_model_version_by_alias(reg["name"], "champion").version == version.version
-    assert "## float32 twin" in (out / "decision.md").read_text()
-
-
 def test_anomalies_stop_the_run_before_training(digits_run, tmp_path):
     out, first = digits_run
     assert first.returncode == 0
