@@ -29,7 +29,7 @@ run: $(STAMP)
 # run, stay in one worker): most of a pipeline run waits on one core, so two files overlap.
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile $(ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15 $(ARGS)
 
 # The unit tier alone (no pipeline run, no server): about 2 minutes on 2 cores.
 test-fast: $(STAMP)

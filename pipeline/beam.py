@@ -13,6 +13,15 @@ BEAM_RUNNERS = ("direct", "dataflow", "flink", "spark")
 # five times a run. The DirectRunner's workers are this Python environment and stage nothing;
 # naming a container image (which the DirectRunner never reads) tells TFX so.
 DIRECT_NO_STAGING = ("--sdk_container_image=none:direct-runner-uses-this-environment",)
+# Beam 2.74's DirectRunner first hands each job to its Prism runner, which downloads a Go binary
+# from GitHub and runs it (logs/tfx.log: "Running pipeline with PrismRunner ... Downloading
+# prism"); offline it falls back after the lookup fails, behind a firewall that drops packets
+# it waits, and online parts of a run execute on a runner --direct_num_workers does not govern.
+# The DirectRunner skips Prism for a pipeline that allows unsafe triggers (Prism double-fires
+# AfterCount triggers: apache_beam/runners/direct/direct_runner.py); these batch jobs use no
+# triggers, so the flag changes nothing else, and each job goes straight to the runner it used
+# after Prism failed: the FnApiRunner (the BundleBased runner where FnApi lacks a feature).
+DIRECT_NO_PRISM = ("--allow_unsafe_triggers",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +74,7 @@ class BeamProfile:
                 f"--direct_running_mode={mode}",
                 f"--direct_num_workers={self.workers}",
                 *DIRECT_NO_STAGING,
+                *DIRECT_NO_PRISM,
             ]
         elif self.runner == "dataflow":
             out = [

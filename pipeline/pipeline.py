@@ -32,7 +32,6 @@ EVALUATOR = "Evaluator"
 PRODUCTION_MODEL = "ProductionModel"
 EVALUATOR_PRODUCTION = "EvaluatorProduction"
 INFRA_VALIDATOR = "InfraValidator"
-INFRA_VALIDATOR_FP32 = "InfraValidatorFp32"
 SIDE_BY_SIDE = "SideBySide"
 GATE = "PromotionGate"
 PUSHER = "Pusher"
@@ -366,18 +365,13 @@ def create_pipeline(
         production_model.outputs["model"], EVALUATOR_PRODUCTION, ProductionEvaluator
     )
 
-    def infra_validate(trainer, node_id: str):
-        """The twin behind the local server (either twin may ship, so both are served)."""
-        return InfraValidator(
-            model=trainer.outputs["model"],
-            examples=example_gen.outputs["examples"],
-            model_name=model_name_for(config, data),
-            latency_budget_ms=config.serving_latency_budget_ms,
-            requested_at=infra_requested_at,
-        ).with_id(node_id)
-
-    infra_validator = infra_validate(trainer_amp, INFRA_VALIDATOR)
-    infra_validator_fp32 = infra_validate(trainer_fp32, INFRA_VALIDATOR_FP32)
+    infra_validator = InfraValidator(
+        model=trainer_amp.outputs["model"],
+        examples=example_gen.outputs["examples"],
+        model_name=model_name_for(config, data),
+        latency_budget_ms=config.serving_latency_budget_ms,
+        requested_at=infra_requested_at,
+    ).with_id(INFRA_VALIDATOR)
     side_by_side = place_speed_check(
         SideBySide(
             fp32_run=trainer_fp32.outputs["model_run"],
@@ -394,7 +388,6 @@ def create_pipeline(
         model=trainer_amp.outputs["model"],
         fp32_model=trainer_fp32.outputs["model"],
         infra_blessing=infra_validator.outputs["blessing"],
-        fp32_infra_blessing=infra_validator_fp32.outputs["blessing"],
         accuracy_tolerance=accuracy_tolerance,
         min_accuracy=config.min_accuracy,
         min_speedup=config.min_speedup,
@@ -410,6 +403,9 @@ def create_pipeline(
         recall_tolerance=config.recall_tolerance,
         auc_tolerance=config.auc_tolerance,
         class_metrics_for=config.class_metrics,
+        # The float32 twin is served by the gate itself, only when it may ship.
+        model_name=model_name_for(config, data),
+        latency_budget_ms=config.serving_latency_budget_ms,
     ).with_id(GATE)
     pusher = Pusher(
         model=trainer_amp.outputs["model"],
@@ -433,7 +429,6 @@ def create_pipeline(
             production_model,
             evaluator_production,
             infra_validator,
-            infra_validator_fp32,
             side_by_side,
             gate,
             pusher,

@@ -30,6 +30,25 @@ def eval_examples(examples_uri: str, limit: int) -> list[bytes]:
     return [r.numpy() for r in dataset]
 
 
+def validate_served(
+    saved_model_dir: str,
+    examples_uri: str,
+    model_name: str,
+    latency_budget_ms: float,
+    num_examples: int = 64,
+) -> dict:
+    """The infra validation of one SavedModel on the eval split's first examples (the
+    InfraValidator's, and the gate's for the float32 twin when it may ship)."""
+    from serving.validation import ValidationConfig, validate
+
+    return validate(
+        saved_model_dir,
+        model_name,
+        eval_examples(examples_uri, num_examples),
+        ValidationConfig(latency_budget_ms=latency_budget_ms),
+    )
+
+
 @tfx.dsl.components.component
 def InfraValidator(  # noqa: N802 - TFX component names are classes
     model: InputArtifact[Model],
@@ -47,13 +66,12 @@ def InfraValidator(  # noqa: N802 - TFX component names are classes
     """
     from tfx.utils import path_utils
 
-    from serving.validation import ValidationConfig, validate
-
-    report = validate(
+    report = validate_served(
         path_utils.serving_model_path(model.uri),
+        examples.uri,
         model_name,
-        eval_examples(examples.uri, num_examples),
-        ValidationConfig(latency_budget_ms=latency_budget_ms),
+        latency_budget_ms,
+        num_examples,
     )
     report["requested_at"] = requested_at
     os.makedirs(blessing.uri, exist_ok=True)

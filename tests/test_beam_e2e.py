@@ -1,5 +1,9 @@
 """The data components under Beam's DirectRunner with 2 worker processes compute the same
-statistics as a single in-memory worker."""
+statistics as a single in-memory worker, and no Beam job reaches outside the machine (Beam
+2.74's DirectRunner would first try to download its Prism runner: pipeline/beam.py)."""
+
+import logging
+import socket
 
 import pytest
 from tfx import v1 as tfx
@@ -50,10 +54,32 @@ def _statistics(tmp_path, data, workers: int):
     return out
 
 
-def test_two_direct_workers_give_the_statistics_of_one(tmp_path):
+@pytest.fixture
+def outbound_refused(monkeypatch):
+    """Every connection to an address off this machine is refused, and recorded."""
+    attempts: list = []
+    connect = socket.socket.connect
+
+    def local_only(sock, address):
+        host = address[0] if isinstance(address, tuple) else str(address)
+        if isinstance(address, tuple) and host not in ("127.0.0.1", "::1", "localhost"):
+            attempts.append(address)
+            raise ConnectionRefusedError(f"outbound connection refused by the test: {address}")
+        return connect(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", local_only)
+    return attempts
+
+
+def test_two_direct_workers_give_the_statistics_of_one(tmp_path, outbound_refused, caplog):
+    caplog.set_level(logging.INFO, logger="apache_beam")
     data = prepare(None, "label", tmp_path / "data")
     single = _statistics(tmp_path, data, workers=1)
     multi = _statistics(tmp_path, data, workers=2)
+    # No job tried Prism or a download, and nothing was dialled off the machine.
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "PrismRunner" not in said and "Downloading" not in said
+    assert outbound_refused == []
     assert single["train"]["num_examples"] + single["eval"]["num_examples"] == 1797
     for split in ("train", "eval"):
         assert multi[split]["num_examples"] == single[split]["num_examples"]

@@ -29,7 +29,6 @@ NODES = {
     "Evaluator",
     "EvaluatorProduction",
     "InfraValidator",
-    "InfraValidatorFp32",
     "SideBySide",
     "PromotionGate",
     "Pusher",
@@ -229,12 +228,13 @@ def test_beam_profiles_name_the_missing_flag(profile, message):
 
 
 def test_beam_profile_arguments():
-    from pipeline.beam import DIRECT_NO_STAGING
+    from pipeline.beam import DIRECT_NO_PRISM, DIRECT_NO_STAGING
 
     assert BeamProfile("direct", workers=2).args() == [
         "--direct_running_mode=multi_processing",
         "--direct_num_workers=2",
         *DIRECT_NO_STAGING,
+        *DIRECT_NO_PRISM,
     ]
     assert BeamProfile("dataflow", project="p", region="r", temp_location="gs://t").args() == [
         "--runner=DataflowRunner",

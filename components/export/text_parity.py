@@ -22,6 +22,9 @@ from components.data import text
 from core import names
 
 MAX_EXAMPLES = 50_000
+# A regression model's TFLite answer agrees with the SavedModel's within this share of the
+# label's standard deviation (int8 variants move predictions more; the count is reported).
+REGRESSION_AGREEMENT = 0.01
 
 
 def sidecar(saved_model_dir: str | Path) -> dict | None:
@@ -63,7 +66,10 @@ def check(saved_model_dir: str | Path, examples: list[bytes], batch: int = 512) 
     for i in range(0, len(examples), batch):
         chunk = tf.constant(examples[i : i + batch])
         xs.append(transform(examples=chunk)[names.FEATURES_KEY].numpy())
-        served.append(serve(examples=chunk)[names.CLASS_IDS].numpy())
+        outputs = serve(examples=chunk)
+        # A regression model answers predictions (label units), a classifier class ids.
+        key = names.PREDICTIONS if names.PREDICTIONS in outputs else names.CLASS_IDS
+        served.append(outputs[key].numpy())
     x, served_ids = np.concatenate(xs), np.concatenate(served).reshape(-1)
     tokenized = x.copy()
     features = []
@@ -92,7 +98,13 @@ def check(saved_model_dir: str | Path, examples: list[bytes], batch: int = 512) 
         tokenized[:, start:stop] = ids
     variants = {}
     for path in sorted((Path(saved_model_dir) / "tflite").glob("model_*.tflite")):
-        probs, _ = TFLiteRunner(path).predict(tokenized)
-        agreeing = int(np.sum(probs.argmax(axis=1) == served_ids))
+        outputs = TFLiteRunner(path).predict_batched(tokenized)
+        scale = card["output"].get("label_std")
+        if card["output"].get("standardised"):  # regression: prediction differences
+            predicted = outputs.reshape(-1) * scale + card["output"]["label_mean"]
+            close = np.abs(predicted - served_ids) <= REGRESSION_AGREEMENT * scale
+            agreeing = int(np.sum(close))
+        else:
+            agreeing = int(np.sum(outputs.argmax(axis=1) == served_ids))
         variants[path.stem.removeprefix("model_")] = {"agreeing": agreeing, "n": len(served_ids)}
     return {"features": features, "tflite_through_tokenizer": variants}

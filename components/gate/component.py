@@ -8,6 +8,7 @@ decision.md.
 import dataclasses
 import json
 import os
+from collections.abc import Callable
 
 from tfx import v1 as tfx
 from tfx.types.artifact import Artifact
@@ -129,7 +130,7 @@ def classification_decision(
     label: str,
     label_kind: str,
     speed_result: dict,
-    extra: tuple[tuple, tuple],
+    extra: tuple[tuple, Callable[[bool], tuple]],
 ) -> dict:
     """Each twin's classification rules: the AMP twin's on the paired correctness of the twins
     (`runs`: float32's and AMP's ModelRun folders) and of the AMP twin vs the production model,
@@ -138,7 +139,9 @@ def classification_decision(
     none), every pair over every eval example. `extra`: each twin's serving, tokenizer and
     TFLite rules (AMP's, float32's). TFMA's evaluations (`evaluations`: vs float32, vs
     production; on a sample of a large split, components/gate/evaluator.py) give the per-class
-    accuracies and their own threshold report, not the accuracies the rules judge."""
+    accuracies and their own threshold report, not the accuracies the rules judge. The float32
+    twin's serving rules are `extra[1](whether the AMP twin passed)`: served only when it may
+    ship."""
     fp32_dir, amp_dir = runs
     parity_uri, _ = evaluations
     amp_serving, fp32_serving, production_dir = models
@@ -179,9 +182,12 @@ def classification_decision(
         cfg.strict,
         cfg.class_metrics,
     )
+    amp_result = gate_rules.decide(measurements, cfg, extra=(*rare, *extra[0]))
     result = {
-        twins.AMP: gate_rules.decide(measurements, cfg, extra=(*rare, *extra[0])),
-        twins.FLOAT32: gate_rules.decide_float32(float32_twin, cfg, extra=extra[1]),
+        twins.AMP: amp_result,
+        twins.FLOAT32: gate_rules.decide_float32(
+            float32_twin, cfg, extra=extra[1](amp_result["passed"])
+        ),
     }
     result["measurements"] = _measurements_record(measurements)
     result["seeds"] = gate_evidence.seeds_report(
@@ -203,7 +209,7 @@ def regression_decision(
     label: str,
     label_mean: float,
     speed_result: dict,
-    extra: tuple[tuple, tuple],
+    extra: tuple[tuple, Callable[[bool], tuple]],
 ) -> dict:
     """Each twin's regression rules (components/gate/regression.py) on the paired absolute
     errors: the twins', each twin's against the mean baseline, and each twin's against the
@@ -226,22 +232,23 @@ def regression_decision(
         amp_policy=amp["policy"],
         speed=speed_result,
     )
+    amp_result = gate_regression.decide(
+        gate_evidence.pooled_errors(fp32_dir, amp_dir),
+        gate_evidence.versus_mean(amp_dir, label_mean),
+        label_mean,
+        amp_production,
+        measurements,
+        cfg,
+        extra=extra[0],
+    )
     result = {
-        twins.AMP: gate_regression.decide(
-            gate_evidence.pooled_errors(fp32_dir, amp_dir),
-            gate_evidence.versus_mean(amp_dir, label_mean),
-            label_mean,
-            amp_production,
-            measurements,
-            cfg,
-            extra=extra[0],
-        ),
+        twins.AMP: amp_result,
         twins.FLOAT32: gate_regression.decide_float32(
             gate_evidence.versus_mean(fp32_dir, label_mean),
             label_mean,
             fp32_production,
             cfg,
-            extra=extra[1],
+            extra=extra[1](amp_result["passed"]),
         ),
     }
     result["measurements"] = _measurements_record(measurements)
@@ -315,7 +322,6 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
     model: InputArtifact[Model],
     fp32_model: InputArtifact[Model],
     infra_blessing: InputArtifact[InfraBlessing],
-    fp32_infra_blessing: InputArtifact[InfraBlessing],
     examples: InputArtifact[Examples],
     speed: InputArtifact[SpeedComparison],
     blessing: OutputArtifact[ModelBlessing],
@@ -333,10 +339,13 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
     recall_tolerance: Parameter[float] = gate_rules.RECALL_TOLERANCE,
     auc_tolerance: Parameter[float] = gate_rules.AUC_TOLERANCE,
     class_metrics_for: Parameter[str] = "rare",
+    model_name: Parameter[str] = "model",
+    latency_budget_ms: Parameter[float] = 500.0,
 ) -> None:
-    """Decides which twin ships (components/gate/twins.py): `model` is the AMP twin,
-    `fp32_model` the float32 twin, each with its infra blessing; writes the blessing (naming
-    the twin that shipped) and decision.json/decision.md."""
+    """Decides which twin ships (components/gate/twins.py): `model` is the AMP twin (with its
+    InfraValidator's blessing), `fp32_model` the float32 twin, served here on the local server
+    (`model_name`, `latency_budget_ms`) when it may ship; writes the blessing (naming the twin
+    that shipped) and decision.json/decision.md."""
     cfg = gate_rules.GateConfig(
         accuracy_tolerance,
         min_accuracy,
@@ -355,11 +364,30 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
     models = (amp_serving, fp32_serving, production_serving_dir(production_blessing))
     speed_result = _read_json(speed.uri, names.SPEED_JSON)
     serving = _read_json(infra_blessing.uri, infra_validation.REPORT)
-    fp32_serving_report = _read_json(fp32_infra_blessing.uri, infra_validation.REPORT)
     amp_extra, tokenizer = edge_rules(amp, amp_serving, serving, examples.uri, cfg, regression)
-    fp32_extra, fp32_tokenizer = edge_rules(
-        fp32, fp32_serving, fp32_serving_report, examples.uri, cfg, regression
-    )
+    fp32_checks: dict = {"serving": None, "tokenizer": None}
+
+    def fp32_extra(amp_passed: bool) -> tuple:
+        """The float32 twin's serving, tokenizer and TFLite rules. It is served (the local
+        server, as the InfraValidator serves the AMP twin) and its tokenizer checked only
+        when it may ship: when the AMP twin failed and --require-amp is off."""
+        if amp_passed or require_amp:
+            why = "the AMP twin passed" if amp_passed else "--require-amp"
+            report = {"skipped": f"not served: the float32 twin cannot ship ({why})"}
+            rules = (*gate_rules.tflite_rules(fp32.get("tflite", {}), cfg.strict),)
+            if regression:
+                rules = gate_regression.tflite_rules(fp32.get("tflite", {}), cfg.strict)
+            fp32_checks["serving"] = report
+            return (*rules, gate_rules.serving_rule(report))
+        report = infra_validation.validate_served(
+            fp32_serving, examples.uri, model_name, latency_budget_ms
+        )
+        rules, fp32_checks["tokenizer"] = edge_rules(
+            fp32, fp32_serving, report, examples.uri, cfg, regression
+        )
+        fp32_checks["serving"] = report
+        return rules
+
     extra = (amp_extra, fp32_extra)
     if regression:
         # The mean baseline is the train split's mean (Transform's, as the trainers read it
@@ -389,9 +417,9 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
         speed=speed_result,
         speed_record=speed_record.build(fp32, amp, speed_result),
         serving=serving,
-        fp32_serving=fp32_serving_report,
+        fp32_serving=fp32_checks["serving"],
         tokenizer=tokenizer,
-        fp32_tokenizer=fp32_tokenizer,
+        fp32_tokenizer=fp32_checks["tokenizer"],
         already_in_production=shipped is not None and production_id == shipped.id,
         tfma_failures={
             "fp32_baseline": tfma_failures(parity_evaluation.uri),

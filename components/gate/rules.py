@@ -409,6 +409,8 @@ def serving_rule(report: dict) -> Rule:
 
     `report` is serving.validation.validate's result.
     """
+    if report.get("skipped"):
+        return Rule("serving_infra", None, 0.0, True, report["skipped"], skipped=True)
     budget = report.get("config", {}).get("latency_budget_ms", float("nan"))
     latency = report.get("latency", {})
     p99 = max((latency[p]["p99_ms"] for p in ("grpc", "rest") if p in latency), default=None)
