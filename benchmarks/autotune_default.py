@@ -26,7 +26,7 @@ TABLE = ROOT / "tests" / "testdata" / "churn.csv"
 
 
 def run_once(data: str | None, label: str, policy: str, out: Path, steps: int) -> dict:
-    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(out, ignore_errors=True)  # each run in a fresh folder (no autotune cache)
     cmd = [sys.executable, "-m", "pipeline.cli", "run", "--output", str(out), "--policy", policy]
     cmd += ["--train-steps", str(steps), "--label", label]
     cmd += ["--data", data] if data else []
@@ -44,6 +44,8 @@ def run_once(data: str | None, label: str, policy: str, out: Path, steps: int) -
         "amp_recipe": summary["policy"],
         "autotune_winner": (tuned.get("winner") or {}).get("key"),
         "shipped_precision": summary["shipped_precision"],
+        "amp_failed": (summary["gate"].get("twins") or {}).get("amp", {}).get("failed"),
+        "amp_batch": summary["amp"].get("batch_size"),
         "speedup": summary["speedup"],
         "exit_code": proc.returncode,
     }
