@@ -96,7 +96,6 @@ LONGEST_FIRST = (
     "test_reliability_e2e.py",
     "test_mlflow_e2e.py",
     "test_regression_e2e.py",
-    "test_best_twin_e2e.py",
     "test_class_change_e2e.py",
     "test_text_e2e.py",
     "test_bench_jax.py",

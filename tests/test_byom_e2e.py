@@ -9,12 +9,11 @@ import numpy as np
 import pytest
 
 from tests.conftest import ROOT, run_cli
-from tests.helpers import digits_rows, predict_classes, pushed_versions
+from tests.helpers import LOOSE_GATE, digits_rows, predict_classes, pushed_versions
 from tests.test_cli import tree_digest
 
 pytestmark = pytest.mark.e2e
 EXAMPLES = ROOT / "examples"
-LOOSE_GATE = ("--accuracy-tolerance", "0.05", "--min-speedup", "0")
 
 
 @pytest.fixture(scope="module")

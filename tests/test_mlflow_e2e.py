@@ -11,11 +11,10 @@ import pytest
 from mlflow import MlflowClient
 
 from tests.conftest import ROOT, clean_env, run_cli
-from tests.helpers import check_tracked_run, free_port
+from tests.helpers import LOOSE_GATE, check_tracked_run, free_port
 
 pytestmark = pytest.mark.e2e
 STEPS = 60
-LOOSE_GATE = ("--accuracy-tolerance", "0.05", "--min-speedup", "0", "--tflite-max-int8-drop", "0.1")
 
 
 @pytest.fixture(scope="module")

@@ -374,9 +374,8 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
         if amp_passed or require_amp:
             why = "the AMP twin passed" if amp_passed else "--require-amp"
             report = {"skipped": f"not served: the float32 twin cannot ship ({why})"}
-            rules = (*gate_rules.tflite_rules(fp32.get("tflite", {}), cfg.strict),)
-            if regression:
-                rules = gate_regression.tflite_rules(fp32.get("tflite", {}), cfg.strict)
+            tflite_rules = gate_regression.tflite_rules if regression else gate_rules.tflite_rules
+            rules = tflite_rules(fp32.get("tflite", {}), cfg.strict)
             fp32_checks["serving"] = report
             return (*rules, gate_rules.serving_rule(report))
         report = infra_validation.validate_served(
