@@ -15,7 +15,7 @@ from tests.test_cli import tree_digest
 pytestmark = pytest.mark.e2e
 
 
-def rows(classes: tuple[str, ...], n: int = 360) -> list[dict[str, str]]:
+def rows(classes: tuple[str, ...], n: int = 300) -> list[dict[str, str]]:
     """Three well-separated clusters of two features, labelled by name."""
     rng = np.random.default_rng(0)
     centres = {"ant": (-3.0, 0.0), "bee": (0.0, 3.0), "cat": (3.0, 0.0)}
@@ -30,7 +30,7 @@ def rows(classes: tuple[str, ...], n: int = 360) -> list[dict[str, str]]:
 
 def test_a_dropped_class_and_a_degraded_amp_twin(tmp_path):
     out = tmp_path / "out"
-    common = ("--label", "kind", "--output", str(out), "--train-steps", "150",
+    common = ("--label", "kind", "--output", str(out), "--train-steps", "100",
               "--model-name", "kinds", *LOOSE_GATE)  # fmt: skip
     v1 = write_csv(tmp_path / "v1.csv", rows(("ant", "bee", "cat")))
     first = run_cli("run", "--data", str(v1), *common, *CHEAP)

@@ -139,7 +139,7 @@ def test_require_amp_rejects_and_compares_with_the_pushed_float32_twin(churn_run
     before = tree_digest(serving)
     result = run_cli(
         "run", "--data", str(TESTDATA / "churn.csv"), "--label", "churn", "--output", str(out),
-        "--train-steps", "100", "--seed", "7", "--require-amp", "--fp32-math", "tf32",
+        "--train-steps", "60", "--seed", "7", "--require-amp", "--fp32-math", "tf32",
         *UNREACHABLE, *CHEAP,
     )  # fmt: skip
     assert result.returncode == 3, result.stdout + result.stderr
