@@ -267,16 +267,23 @@ def regression_decision(
 
 
 def edge_rules(
-    figures: dict, serving_dir: str, serving: dict, examples_uri: str, cfg, regression: bool
+    figures: dict,
+    serving_dir: str,
+    serving: dict,
+    examples_uri: str,
+    cfg,
+    regression: bool,
+    check_tokenizer: bool = True,
 ) -> tuple:
     """One twin's rules on what it ships: each TFLite variant's parity, the device tokenizer
-    (text models), and the infra validation of its SavedModel."""
+    (text models; not checked for a twin that cannot ship), and the infra validation of its
+    SavedModel."""
     tokenizer = (
         text_parity.check(
             serving_dir,
             gate_evidence.raw_eval_examples(examples_uri, text_parity.MAX_EXAMPLES),
         )
-        if text_parity.has_text(serving_dir)
+        if check_tokenizer and text_parity.has_text(serving_dir)
         else None
     )
     tflite_rules = gate_regression.tflite_rules if regression else gate_rules.tflite_rules
@@ -371,18 +378,16 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
         """The float32 twin's serving, tokenizer and TFLite rules. It is served (the local
         server, as the InfraValidator serves the AMP twin) and its tokenizer checked only
         when it may ship: when the AMP twin failed and --require-amp is off."""
-        if amp_passed or require_amp:
+        may_ship = not (amp_passed or require_amp)
+        if may_ship:
+            report = infra_validation.validate_served(
+                fp32_serving, examples.uri, model_name, latency_budget_ms
+            )
+        else:
             why = "the AMP twin passed" if amp_passed else "--require-amp"
             report = {"skipped": f"not served: the float32 twin cannot ship ({why})"}
-            tflite_rules = gate_regression.tflite_rules if regression else gate_rules.tflite_rules
-            rules = tflite_rules(fp32.get("tflite", {}), cfg.strict)
-            fp32_checks["serving"] = report
-            return (*rules, gate_rules.serving_rule(report))
-        report = infra_validation.validate_served(
-            fp32_serving, examples.uri, model_name, latency_budget_ms
-        )
         rules, fp32_checks["tokenizer"] = edge_rules(
-            fp32, fp32_serving, report, examples.uri, cfg, regression
+            fp32, fp32_serving, report, examples.uri, cfg, regression, check_tokenizer=may_ship
         )
         fp32_checks["serving"] = report
         return rules
