@@ -15,7 +15,8 @@ from core.errors import InputError
 from tests.helpers import text_rows, write_csv
 
 # Unicode (accents, sharp s, dotted capital I, final sigma, ligatures, full-width letters),
-# empty, whitespace-only, punctuation-only, over-long, every ASCII whitespace, non-breaking
+# empty, whitespace-only, punctuation-only, over-long, every ASCII whitespace, NUL and other
+# control characters, non-breaking
 # and ideographic spaces, emoji, quotes and brackets.
 CORPUS = [
     "Hello, World!",
@@ -25,6 +26,7 @@ CORPUS = [
     "-- ** // ## ~~",
     "Ünïcödé ÉCOLE straße İstanbul ΣΊΣΥΦΟΣ ΣΑΣ",
     "tab\there\nnew\rline\x0bvertical\x0cfeed",
+    "AB\x00CD Ef\x01gh\x1fij\x7fkl \x00\x00 end\x00",
     "non\u00a0breaking\u3000ideographic",
     "emoji 😀 ok👍 done",
     "it's a dog's-life (really) [x] {y} <z> a/b c\\d e_f 3.14 $5 100%",
@@ -43,6 +45,7 @@ def test_the_python_tokenizer_equals_the_tensorflow_ops_on_a_hard_corpus():
     assert text.tokenize("Hello, World!") == ["hello", "world"]
     assert text.tokenize("!!!...???") == [] and text.tokenize("") == []
     assert text.tokenize("non\u00a0breaking") == ["non\u00a0breaking"]  # ASCII whitespace only
+    assert text.tokenize("AB\x00CD Ef") == ["ab", "cd", "ef"]  # a NUL separates, loses nothing
 
 
 def test_ids_are_padded_cut_and_0_is_padding_and_unknown_tokens_share_one_id(tmp_path):
@@ -177,14 +180,34 @@ def test_layer_norm_and_attention_softmax_run_in_float32(bert):
     ref = (ref - ref.mean(-1, keepdims=True)) / np.sqrt(ref.var(-1, keepdims=True) + 1e-12)
     gamma, beta = (np.asarray(w) for w in norm.weights)
     np.testing.assert_allclose(np.asarray(out), ref * gamma + beta, atol=1e-4)
-    attention = bert.get_layer("post_attention_0")
-    scores = keras.ops.cast(np.array([[[[8.0, 0.0, 30.0]]]]), "bfloat16")
-    mask = np.array([[[True, True, False]]])
-    probs = np.asarray(keras.ops.cast(attention._masked_softmax(scores, mask), "float32"))
-    # The padded key gets nothing, and the rest is softmax([8, 0]) (float32, then rounded to
-    # bfloat16 for the value product).
-    assert probs[0, 0, 0, 2] == 0
-    np.testing.assert_allclose(probs[0, 0, 0, :2], [0.99966, 0.00034], atol=2e-3)
+
+
+def test_attention_through_call_masks_padded_keys_and_a_text_of_only_padding():
+    """The layer as the model calls it (no scores asked for, dropout 0: the path Keras 3.12
+    sends to `ops.dot_product_attention`): padded keys change nothing, and a text of only
+    padding attends to nothing (the output projection's bias alone)."""
+    import keras
+
+    from components.models.builtin import Float32SoftmaxAttention
+
+    keras.utils.set_random_seed(0)
+    layer = Float32SoftmaxAttention(2, 4, dtype="mixed_bfloat16")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, 5, 8)).astype(np.float32)
+    keys = np.array([[True, True, True, False, False], [False] * 5])[:, None, :]
+    out = np.asarray(keras.ops.cast(layer(x, x, attention_mask=keys), "float32"))
+    changed = x.copy()
+    changed[:, 3:] = rng.normal(size=(2, 2, 8)) * 100  # only the padded positions
+    again = np.asarray(keras.ops.cast(layer(x, changed, attention_mask=keys), "float32"))
+    # Query rows 0-2 of text 0 see keys 0-2 only: new values at keys 3-4 change nothing.
+    np.testing.assert_allclose(again[0, :3], out[0, :3], atol=1e-6)
+    bias = np.asarray(keras.ops.cast(layer._output_dense.bias, "float32"))
+    np.testing.assert_allclose(out[1], np.broadcast_to(bias, out[1].shape), atol=1e-6)
+    # Scores asked for: the masked keys' weights are exactly 0, in float32 before the product.
+    _, scores = layer(x, x, attention_mask=keys, return_attention_scores=True)
+    scores = np.asarray(keras.ops.cast(scores, "float32"))
+    assert (scores[0, :, :, 3:] == 0).all() and (scores[1] == 0).all()
+    np.testing.assert_allclose(scores[0, :, :, :3].sum(-1), 1.0, atol=1e-2)
 
 
 def test_padding_is_masked_so_padding_length_changes_nothing():

@@ -2,9 +2,9 @@
 `inspect` and for devices), proven identical by tests/test_text.py.
 
 The rule, simple enough to port to any device app:
-1. lowercase (Unicode, as Python's `str.lower` and TensorFlow's utf-8 `tf.strings.lower` agree);
-2. every ASCII punctuation character becomes a space;
-3. split on ASCII whitespace (space, tab, newline, carriage return, form feed, vertical tab);
+1. every ASCII control character (0x00-0x1F and 0x7F: NUL, tab, newline, ...) becomes a space;
+2. lowercase (Unicode, as Python's `str.lower` and TensorFlow's utf-8 `tf.strings.lower` agree);
+3. every ASCII punctuation character becomes a space, and the text is split on spaces;
 4. look each token up in the run's vocabulary (one token per line, most frequent first): the
    token on line i (from 0) gets id i + 1; a token not in it gets the one out-of-vocabulary
    id, the number of lines + 1; id 0 is padding;
@@ -22,18 +22,18 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 PUNCTUATION = string.punctuation  # the 32 ASCII punctuation characters
-WHITESPACE = " \t\n\r\f\v"
+CONTROL = "".join(map(chr, range(0x20))) + "\x7f"  # NUL, tab, newline, ... DEL: all spaces
 PAD_ID = 0
 DEFAULT_VOCAB_SIZE = 20_000
 MAX_TOKENS_LIMIT = 512
 MIN_MULTIWORD_TOKENS = 4  # mean tokens per value at which a string column is text
 _PUNCT_TABLE = str.maketrans(dict.fromkeys(PUNCTUATION, " "))
-_WS_TABLE = str.maketrans(dict.fromkeys(WHITESPACE, " "))
+_CONTROL_TABLE = str.maketrans(dict.fromkeys(CONTROL, " "))
 
 
 def tokenize(text: str) -> list[str]:
     """The tokens of `text` (steps 1-3 of the rule)."""
-    return [t for t in text.lower().translate(_PUNCT_TABLE).translate(_WS_TABLE).split(" ") if t]
+    return [t for t in text.translate(_CONTROL_TABLE).lower().translate(_PUNCT_TABLE).split(" ") if t]
 
 
 def oov_id(vocabulary_length: int) -> int:
@@ -99,9 +99,10 @@ def tf_tokens(texts):
 
     import tensorflow as tf
 
-    lowered = tf.strings.lower(texts, encoding="utf-8")
+    # Control characters first: utf-8 `tf.strings.lower` stops at a NUL ("AB\x00CD" -> "ab").
+    spaced = tf.strings.regex_replace(texts, r"[\x00-\x1f\x7f]", " ")
+    lowered = tf.strings.lower(spaced, encoding="utf-8")
     spaced = tf.strings.regex_replace(lowered, "[" + re.escape(PUNCTUATION) + "]", " ")
-    spaced = tf.strings.regex_replace(spaced, r"[\t\n\r\f\v]", " ")
     tokens = tf.strings.split(spaced, sep=" ")
     return tf.ragged.boolean_mask(tokens, tf.strings.length(tokens) > 0)
 

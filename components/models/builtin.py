@@ -247,7 +247,19 @@ class Float32LayerNorm(keras.layers.LayerNormalization):
 class Float32SoftmaxAttention(keras.layers.MultiHeadAttention):
     """MultiHeadAttention whose softmax runs in float32: the scores are cast up, padded keys
     get -1e9 (in float32, not the float16-safe -3e4 a float16 softmax needs) and the
-    probabilities are cast back to the compute dtype for the value product."""
+    probabilities are cast back to the compute dtype for the value product.
+
+    Keras 3.12 computes attention with `ops.dot_product_attention`, which never calls
+    `_masked_softmax`, whenever dropout is 0 and no scores are asked for; `_compute_attention`
+    therefore always asks for the scores, which keeps the explicit path and this softmax."""
+
+    def _compute_attention(
+        self, query, key, value, attention_mask=None, training=None, return_attention_scores=False
+    ):
+        output, scores = super()._compute_attention(
+            query, key, value, attention_mask, training, return_attention_scores=True
+        )
+        return output, (scores if return_attention_scores else None)
 
     def _masked_softmax(self, attention_scores, attention_mask=None):
         scores = keras.ops.cast(attention_scores, "float32")
