@@ -33,7 +33,8 @@ _CONTROL_TABLE = str.maketrans(dict.fromkeys(CONTROL, " "))
 
 def tokenize(text: str) -> list[str]:
     """The tokens of `text` (steps 1-3 of the rule)."""
-    return [t for t in text.translate(_CONTROL_TABLE).lower().translate(_PUNCT_TABLE).split(" ") if t]
+    spaced = text.translate(_CONTROL_TABLE).lower().translate(_PUNCT_TABLE)
+    return [t for t in spaced.split(" ") if t]
 
 
 def oov_id(vocabulary_length: int) -> int:
