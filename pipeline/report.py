@@ -283,17 +283,24 @@ def quality_line(summary: dict) -> str:
     )
 
 
+def parity_sample(v: dict) -> str:
+    """'5,000 examples in 3.2 s': what a variant's parity read and how long it took."""
+    seconds = v.get("parity_seconds")
+    timing = f" in {seconds:.1f} s" if seconds is not None else ""
+    return f"{v.get('n', 0):,} examples{timing}"
+
+
 def tflite_rows(summary: dict) -> list[str]:
     variants = summary["exports"].get("tflite", {})
     regression = any("mae" in v for v in variants.values())
     quality = "MAE | max rel diff" if regression else "accuracy | agreement"
     lines = [
-        f"| TFLite variant | size KiB | {quality} | max abs diff | ms/example |",
-        "|---|---|---|---|---|---|",
+        f"| TFLite variant | size KiB | {quality} | max abs diff | ms/example | parity on |",
+        "|---|---|---|---|---|---|---|",
     ]
     for name, v in variants.items():
         if not v.get("converted"):
-            lines.append(f"| {name} | failed: {v['error']} | | | | |")
+            lines.append(f"| {name} | failed: {v['error']} | | | | | |")
             continue
         figures = (
             f"{v['mae']:.4g} | {v['max_rel_diff']:.2%}"
@@ -302,7 +309,7 @@ def tflite_rows(summary: dict) -> list[str]:
         )
         lines.append(
             f"| {name} | {v['size_bytes'] / 1024:.1f} | {figures} "
-            f"| {v['max_abs_diff']:.2g} | {v['latency_ms']:.3f} |"
+            f"| {v['max_abs_diff']:.2g} | {v['latency_ms']:.3f} | {parity_sample(v)} |"
         )
     return lines
 

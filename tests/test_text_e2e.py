@@ -24,7 +24,7 @@ def text_run(tmp_path_factory):
     out = root / "out"
     result = run_cli(
         "run", "--data", str(data), "--output", str(out), "--train-steps", "60",
-        "--tflite", "float32,int8", "--speed-rounds", "0",
+        "--tflite", "float32,int8", "--tflite-parity-examples", "100", "--speed-rounds", "0",
         "--accuracy-tolerance", "0.05", "--min-speedup", "0",
     )  # fmt: skip
     return data, out, result
@@ -41,9 +41,12 @@ def test_a_text_csv_trains_bert_under_amp_and_is_gated(text_run):
     assert summary["amp"]["accuracy"] > 0.8  # the sentiment words decide the label
     decision = json.loads((out / "decision.json").read_text())
     (rule,) = [r for r in decision["rules"] if r["name"] == "tflite_tokenizer"]
-    assert rule["passed"] and rule["value"] == 1.0 and rule["n"] > 100
+    # The tokenizer and every variant read the stated sample: the first 100 eval examples.
+    assert rule["passed"] and rule["value"] == 1.0 and rule["n"] == 100
     (feature,) = decision["tokenizer"]["features"]
     assert feature["identical"] == feature["texts"] == rule["n"]
+    assert summary["exports"]["tflite"]["float32"]["n"] == 100
+    assert "parity on 100 examples in" in result.stdout
     through = decision["tokenizer"]["tflite_through_tokenizer"]
     assert set(through) == {"float32"}  # int8 was asked for, and is not built for text
     assert through["float32"]["agreeing"] >= 0.99 * through["float32"]["n"]

@@ -6,9 +6,10 @@ the raw eval examples, makes their ids twice (the exported SavedModel's `transfo
 signature, which is Transform's graph, and `text.encode` with the shipped vocabulary), counts
 the texts whose ids differ, and runs every TFLite variant on the tokenizer's ids against the
 SavedModel's answers. The gate rejects a candidate whose tokenizer differs on any eval text it
-checked: the first MAX_EXAMPLES of the eval split (the check runs Python per text and holds the
-ids; it compares two implementations of one rule, so a bounded sample of real texts is its
-evidence, and the report says how many it read).
+checked: the first examples of the eval split, as many as the trainer's TFLite parity read
+(`--tflite-parity-examples`, 5,000 by default; the check runs Python per text and every TFLite
+variant per example; it compares two implementations of one rule, so a bounded sample of real
+texts is its evidence, and the report says how many it read).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import numpy as np
 from components.data import text
 from core import names
 
-MAX_EXAMPLES = 50_000
 # A regression model's TFLite answer agrees with the SavedModel's within this share of the
 # label's standard deviation (int8 variants move predictions more; the count is reported).
 REGRESSION_AGREEMENT = 0.01
@@ -37,6 +37,14 @@ def has_text(saved_model_dir: str | Path) -> bool:
     """Whether the model's TFLite models take token ids (and so come with a tokenizer)."""
     card = sidecar(saved_model_dir)
     return bool(card and card["input"].get("text"))
+
+
+def sample_size(figures: dict) -> int:
+    """How many eval examples to check: as many as the trainer's TFLite parity measured."""
+    from components.export.tflite import PARITY_EXAMPLES
+
+    reference = (figures.get("tflite") or {}).get("reference") or {}
+    return int(reference.get("examples") or PARITY_EXAMPLES)
 
 
 def _texts(examples: list[bytes], feature: str) -> list[str]:

@@ -281,7 +281,7 @@ def edge_rules(
     tokenizer = (
         text_parity.check(
             serving_dir,
-            gate_evidence.raw_eval_examples(examples_uri, text_parity.MAX_EXAMPLES),
+            gate_evidence.raw_eval_examples(examples_uri, text_parity.sample_size(figures)),
         )
         if check_tokenizer and text_parity.has_text(serving_dir)
         else None

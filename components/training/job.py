@@ -595,7 +595,7 @@ def train_and_export(spec: TrainSpec, strategy=None) -> dict:
     xla, xla_fallback = xla_after_readiness(spec, readiness)
     trained = train_first_seed(spec, strategy, train_ds, eval_ds, xla)
     serving, layers = export_checked(spec, trained["model"], readiness, trained["dtype_warnings"])
-    eval_x, eval_y = dataset_arrays(eval_ds, MAX_PARITY_EXAMPLES)
+    eval_x, eval_y = dataset_arrays(eval_ds, spec.tflite_parity_examples)
     tflite = export_edge_models(spec, trained["model"], train_ds, eval_x, eval_y)
     del eval_x, eval_y
     seed_runs = predict_every_seed(spec, xla, eval_ds, serving, trained, strategy)
@@ -763,11 +763,6 @@ def predict_every_seed(spec: TrainSpec, xla, eval_ds, serving, trained, strategy
         **({"scores": np.stack(scores)} if scores else {}),
     )
     return seed_runs
-
-
-# Eval examples held as arrays for the TFLite parity checks (the gate's paired predictions
-# cover the whole eval split, streamed).
-MAX_PARITY_EXAMPLES = 200_000
 
 
 def predicted_answers(spec: TrainSpec, model, eval_ds) -> tuple[np.ndarray, np.ndarray | None]:

@@ -14,6 +14,7 @@ import dataclasses
 import json
 
 from components.amp.fp32_math import MODES as FP32_MATH_MODES
+from components.export.tflite import PARITY_EXAMPLES as TFLITE_PARITY_EXAMPLES
 from components.export.tflite import VARIANTS as TFLITE_VARIANTS
 from components.export.tflite import ParityThresholds
 from components.training.distribution import DISTRIBUTIONS
@@ -66,6 +67,8 @@ class TrainOptions:
         tflite_variants: TFLite variants to build and check.
         tflite_min_agreement: smallest class agreement of float32/float16 TFLite models.
         tflite_max_int8_drop: largest accuracy drop of the int8 TFLite models.
+        tflite_parity_examples: how many eval examples (the first of the eval split) each
+            TFLite variant's parity is measured on; the gate's tokenizer check reads as many.
         readiness: run the AMP readiness check before training.
         diagnose: measure why AMP may not be faster, after training.
         intra_op_threads: TensorFlow's intra-op threads (0: its default); autotune sets it.
@@ -99,6 +102,7 @@ class TrainOptions:
     tflite_variants: tuple[str, ...] = TFLITE_VARIANTS
     tflite_min_agreement: float = ParityThresholds.min_agreement
     tflite_max_int8_drop: float = ParityThresholds.max_int8_accuracy_drop
+    tflite_parity_examples: int = TFLITE_PARITY_EXAMPLES
     readiness: bool = False
     diagnose: bool = False
     intra_op_threads: int = 0
@@ -117,6 +121,7 @@ class TrainOptions:
             "loss_scale_growth_interval",
             "collapse_patience",
             "cpu_replicas",
+            "tflite_parity_examples",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(

@@ -216,6 +216,13 @@ def add_training_flags(p: argparse.ArgumentParser) -> None:
         "(default: all)",
     )
     p.add_argument(
+        "--tflite-parity-examples",
+        type=argtypes.positive,
+        default=TRAIN.tflite_parity_examples,
+        help="eval examples (the first of the eval split) each TFLite variant's parity, and the "
+        "gate's tokenizer check, read (default: %(default)s)",
+    )
+    p.add_argument(
         "--tflite-min-agreement",
         type=argtypes.fraction,
         default=TRAIN.tflite_min_agreement,

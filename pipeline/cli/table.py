@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from components.gate import speed_record
 from core.fmt import number
+from pipeline.report import parity_sample
 
 
 def speed_lines(summary: dict) -> list[str]:
@@ -115,7 +116,7 @@ def tflite_line(name: str, v: dict) -> str:
     )
     return (
         f"  tflite       {name:<13} {v['size_bytes'] / 1024:8.1f} KiB  {quality}  "
-        f"{v['latency_ms']:.3f} ms/example"
+        f"{v['latency_ms']:.3f} ms/example  parity on {parity_sample(v)}"
     )
 
 
