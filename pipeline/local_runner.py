@@ -282,7 +282,17 @@ def check_model_fits_data(config: RunConfig, data, module_ref) -> None:
     """A built-in model that cannot read this input is bad input, said before any work."""
     if module_ref is not None:
         return
+    from components.models.builtin import NUMBERS_ONLY, id_features
+
     model = model_for(config, data)
+    ids = id_features(data)
+    if model in NUMBERS_ONLY and ids:
+        raise InputError(
+            f"--model {model}: it reads every column of {data.source} as a number, and "
+            f"{', '.join(ids)} hold ids (categories, values or tokens) that it would feed to a "
+            "dense layer as magnitudes; use --model mlp (ids through embeddings), bert (text) "
+            "or dlrm (IDs)"
+        )
     if model in ("cnn", "resnet50") and data.image_shape is None:
         raise InputError(
             f"--model {model}: {data.source} is tabular (no image features); "

@@ -64,6 +64,23 @@ BAD_INPUTS = {
         lambda t: ["--data", _csv(t, "num.csv", "a,y\n1,0\n2,1\nten,0\n4,1\n"), "--label", "y"],
         "num.csv: column 'a' is numeric but line 4 holds text 'ten'",
     ),
+    "ids into a dense model": (
+        lambda t: [
+            "--data",
+            _csv(
+                t,
+                "ids.csv",
+                "".join(f"{i % 7},item{i % 40},{i % 2}\n" for i in range(200)).join(
+                    ["user,item,y\n", ""]
+                ),
+            ),
+            "--label",
+            "y",
+            "--model",
+            "transformer",
+        ],  # fmt: skip
+        "--model transformer: it reads every column of",
+    ),
     "unknown policy": (
         lambda t: ["--policy", "mixed_int4"],
         "argument --policy: invalid choice: 'mixed_int4'",

@@ -357,3 +357,47 @@ def test_the_loss_scale_history_stays_healthy_under_mixed_float16():
     assert len(summary["history"]) == 12 and not summary["collapsed"]
     assert summary["min"] >= 2.0**10  # a few halvings at most from the initial 2**15
     assert np.isfinite(monitor.losses).all()
+
+
+def _text_spec(**kw):
+    from components.models.user_module import ModelSpec
+
+    return ModelSpec(
+        input_width=6, feature_names=("likes", "age", "post"), num_classes=2,
+        class_names=("neg", "pos"),
+        feature_slices=(("likes", 0, 1), ("age", 1, 2), ("post", 2, 6)),
+        text_features=("post",), vocab_size=5000, max_tokens=4, **kw,
+    )  # fmt: skip
+
+
+def test_mlp_reads_text_as_the_mean_of_its_token_embeddings_ids_exact_under_bfloat16():
+    """fastText's text model: token ids through an embedding table and a mean over the
+    non-padding tokens; no Dense layer sees an id, and bfloat16 rounds none (4999 stays 4999,
+    not 4992; 257 stays 257, not 256)."""
+    import keras
+
+    from components.models.builtin import build_from_spec
+
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        model = build_from_spec("mlp", _text_spec())
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    table = model.get_layer("post_embedding")
+    assert table.input_dim == 5002 and table.embeddings.dtype == "float32"
+    ids = keras.Model(model.input, model.get_layer("post_ids").output)
+    x = np.array([[0.5, -1.0, 4999, 257, 0, 0]], np.float32)
+    assert np.asarray(ids(x)).tolist() == [[4999, 257, 0, 0]]
+    pooled = keras.Model(model.input, model.get_layer("post_mean").output)
+    rows = np.asarray(table.embeddings)[[4999, 257]]
+    np.testing.assert_allclose(np.asarray(pooled(x))[0], rows.mean(axis=0), atol=1e-2)
+    # The dense columns are the two numbers only: every Dense layer reads the concatenation.
+    assert model.get_layer("columns_0_2").output.shape[-1] == 2
+
+
+@pytest.mark.parametrize("name", ["transformer", "cnn"])
+def test_models_that_read_numbers_refuse_id_features_naming_the_model(name):
+    from components.models.builtin import build_from_spec
+
+    with pytest.raises(ValueError, match=f"'{name}' reads every column as a number.*post"):
+        build_from_spec(name, _text_spec())

@@ -105,11 +105,20 @@ def tabular(inputs, stop: int, categorical: tuple = (), bags: tuple = ()):
 
 
 def build_mlp(
-    input_dim: int, num_classes: int, width: int = 128, categorical: tuple = (), bags: tuple = ()
+    input_dim: int,
+    num_classes: int,
+    width: int = 128,
+    categorical: tuple = (),
+    bags: tuple = (),
+    text_slices: tuple = (),
+    vocab_size: int = 0,
 ) -> keras.Model:
     """A two-hidden-layer MLP for tabular data; categorical and multi-valued features (name,
-    start, stop, size) are embedded first."""
+    start, stop, size) are embedded first. A text feature (name, start, stop) is a bag of its
+    token ids: their embeddings' mean over the non-padding tokens (fastText's text model,
+    Joulin et al. 2016), `vocab_size` + 2 ids (padding, the vocabulary, out-of-vocabulary)."""
     inputs = keras.Input((input_dim,), name="x")
+    bags = (*bags, *((name, start, stop, vocab_size + 2) for name, start, stop in text_slices))
     x = tabular(inputs, input_dim, categorical, bags)
     x = keras.layers.Dense(width, activation="relu")(x)
     x = keras.layers.Dense(width, activation="relu")(x)
@@ -434,15 +443,35 @@ def bag_slices(spec) -> tuple[tuple[str, int, int, int], ...]:
     )
 
 
+# Built-in models that read every column of `x` as a number: ids (categories, bags, text tokens)
+# would enter their first Dense or convolution as magnitudes, and bfloat16 rounds them above 256.
+NUMBERS_ONLY = ("cnn", "resnet50", "transformer")
+
+
+def id_features(spec) -> list[str]:
+    """The features whose columns of `x` are ids: categories, multi-valued columns, text (of a
+    ModelSpec, or of a DataSpec, whose bag features are (name, values kept) pairs)."""
+    bags = [b if isinstance(b, str) else b[0] for b in spec.bag_features]
+    return [*spec.categorical_features, *bags, *spec.text_features]
+
+
 def build_from_spec(name: str, spec, **options) -> keras.Model:
-    """Builds built-in `name` for a ModelSpec (components/models/user_module.py): bert reads
-    its text features' slices and vocabulary size from it."""
+    """Builds built-in `name` for a ModelSpec (components/models/user_module.py): bert and mlp
+    read their text features' slices and vocabulary size from it. A model of NUMBERS_ONLY is
+    refused for data with id features."""
+    ids = id_features(spec)
+    if name in NUMBERS_ONLY and ids:
+        raise ValueError(
+            f"Invalid value for argument model: {name!r} reads every column as a number, and "
+            f"{', '.join(ids)} hold ids (categories, values or tokens); use 'mlp' (ids through "
+            f"embeddings), 'bert' for text or 'dlrm' for IDs. Received: model={name!r}"
+        )
     if name in ("mlp", "bert", "dlrm"):
         if spec.categorical_features:
             options = {"categorical": categorical_slices(spec), **options}
         if spec.bag_features:
             options = {"bags": bag_slices(spec), **options}
-    if name == "bert":
+    if name in ("bert", "mlp") and spec.text_features:
         text = set(spec.text_features)
         slices = tuple(s for s in spec.feature_slices if s[0] in text)
         options = {"text_slices": slices, "vocab_size": spec.vocab_size, **options}
@@ -459,8 +488,8 @@ def build_model(
     """Builds `name` under the current global dtype policy.
 
     `options`: `resolution` for resnet50; `seq_len`, `depth`, `width`, `heads` for transformer;
-    `text_slices`, `vocab_size`, `size` for bert; `categorical` for mlp, bert and dlrm (and
-    `dim` for dlrm).
+    `text_slices`, `vocab_size` for bert (and `size`) and mlp; `categorical` for mlp, bert and
+    dlrm (and `dim` for dlrm).
     """
     if name in ("cnn", "resnet50") and image_shape is None:
         raise ValueError(
