@@ -41,7 +41,8 @@ class DataSpec:
             truncated texts, over the rows the input check sampled.
         image_shape: (height, width, channels) when the numeric features form an image.
         pixel_scale: what pixels are divided by (their largest value), for images.
-        rows: number of examples seen.
+        rows: number of rows read (labelled or not).
+        unlabelled_rows: rows with no label, left out before the split (`--missing-label`).
         task: "classification" or "regression".
         task_reason: why (the flag, or what `--task auto` saw in the label).
         label_mean, label_std: a regression label's mean and (population) standard deviation
@@ -69,6 +70,7 @@ class DataSpec:
     image_shape: tuple[int, int, int] | None = None
     pixel_scale: float = 1.0
     rows: int = 0
+    unlabelled_rows: int = 0
     csv_format: dict | None = None
     excluded: tuple[dict, ...] = ()
     missing: dict = dataclasses.field(default_factory=dict)

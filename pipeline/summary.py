@@ -143,6 +143,7 @@ def data_summary(data_dict: dict) -> dict:
     return {
         "source": data_dict["source"],
         "rows": data_dict["rows"],
+        "unlabelled_rows": data_dict.get("unlabelled_rows", 0),
         "label": data_dict["label"],
         "classes": list(data_dict["classes"]),
         "task_reason": data_dict.get("task_reason", ""),

@@ -1,11 +1,13 @@
 """Input checking: every bad input gets one line naming the file, column or flag."""
 
 import gzip
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from components.data.ingest import prepare, write_if_changed
+from components.data.inspection import CsvOptions
 from core.errors import InputError
 
 
@@ -88,9 +90,46 @@ def test_text_in_numeric_column(tmp_path):
         prepare(path, "label", tmp_path)
 
 
-def test_empty_label_cells(tmp_path):
-    path = write(tmp_path / "t.csv", "a,label\n1,0\n2,\n3,1\n")
-    with pytest.raises(InputError, match=r"label column 'label' is empty on 1 rows"):
+def _unlabelled_csv(tmp_path, rows: int = 300_000):
+    """Labels missing on rows 10, 1010, 2010, ... (past the first Arrow block too) and on the
+    last row, written as an empty cell or as NA."""
+    lines = ["a,label"]
+    for i in range(rows):
+        missing = i % 1000 == 10 or i == rows - 1
+        lines.append(f"{i % 97 / 2},{('' if i % 2 else 'NA') if missing else i % 2}")
+    return write(tmp_path / "t.csv", "\n".join(lines) + "\n"), rows // 1000 + 1
+
+
+def test_rows_without_a_label_are_counted_over_the_whole_file_and_left_out(tmp_path):
+    from components.data.csv_format import CsvFormat, batches, with_required
+
+    path, missing = _unlabelled_csv(tmp_path)
+    spec = prepare(path, "label", tmp_path / "w")
+    assert spec.unlabelled_rows == missing == 301 and spec.rows == 300_000
+    assert spec.notices[0] == (
+        "301 of 300,000 rows have no label 'label' and are left out before the split "
+        "(--missing-label error stops instead)"
+    )
+    assert "label" not in spec.missing and spec.classes == ("0", "1")
+    # What ExampleGen reads: the labelled rows only.
+    fmt = CsvFormat.from_dict(spec.csv_format)
+    kept = sum(with_required(b, fmt).num_rows for b in batches(Path(path), fmt))
+    assert kept == 300_000 - 301
+
+
+def test_missing_label_error_stops_with_the_true_count_and_the_first_line(tmp_path):
+    path, _ = _unlabelled_csv(tmp_path)
+    with pytest.raises(
+        InputError,
+        match=r"t\.csv: line 12: label column 'label' is empty on 301 of 300,000 rows \(the "
+        r"first\); --missing-label drop leaves them out",
+    ):
+        prepare(path, "label", tmp_path / "w", csv_options=CsvOptions(missing_label="error"))
+
+
+def test_a_label_empty_on_every_row_stops(tmp_path):
+    path = write(tmp_path / "t.csv", "a,label\n1,\n2,\n")
+    with pytest.raises(InputError, match=r"line 2: label column 'label' is empty on every row"):
         prepare(path, "label", tmp_path)
 
 

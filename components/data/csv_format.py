@@ -65,6 +65,8 @@ class CsvFormat:
         names: the feature name of each column (same order): valid and unique.
         types: `int`, `float`, `string` or `bool` per kept column (by feature name).
         keep: feature names of the columns that are read (features and the label).
+        required: feature names whose missing cell leaves the row out of the examples (the
+            label, where some rows have none: components/data/example_gen.py drops them).
     """
 
     delimiter: str
@@ -74,6 +76,7 @@ class CsvFormat:
     names: tuple[str, ...]
     types: dict[str, str]
     keep: tuple[str, ...]
+    required: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -88,6 +91,7 @@ class CsvFormat:
             names=tuple(d["names"]),
             types=dict(d["types"]),
             keep=tuple(d["keep"]),
+            required=tuple(d.get("required", ())),
         )
 
     def original(self, name: str) -> str:
@@ -242,6 +246,15 @@ def batches(
             if name not in types and kind not in ("null", "date"):  # dates: the caller decides
                 types[name] = kind
         yield from table.to_batches()
+
+
+def with_required(batch, fmt: CsvFormat):
+    """`batch` without the rows whose cell of a `fmt.required` column is missing."""
+    import pyarrow.compute as pc
+
+    for name in fmt.required:
+        batch = batch.filter(pc.is_valid(batch.column(name)))
+    return batch
 
 
 def kind_of(arrow_type) -> str:

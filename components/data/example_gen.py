@@ -50,7 +50,7 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import proto_utils
 
-from components.data.csv_format import CsvFormat, batches, row_keys, to_examples
+from components.data.csv_format import CsvFormat, batches, row_keys, to_examples, with_required
 from core.runner import runs_locally
 
 logger = logging.getLogger(__name__)
@@ -70,14 +70,15 @@ class _ReadCsvFile(beam.DoFn):
     def process(self, path: str):
         fmt = CsvFormat.from_dict(self._fmt)
         rows, last = 0, time.monotonic()
-        for batch in batches(Path(path), fmt):
+        for read in batches(Path(path), fmt):
+            batch = with_required(read, fmt) if fmt.required else read
             examples = to_examples(batch, fmt.types)
             if self._buckets:
                 keyed = row_keys(batch) % np.uint64(self._buckets)
                 yield from zip(keyed.tolist(), examples, strict=True)
             else:
                 yield from examples
-            rows += batch.num_rows
+            rows += read.num_rows
             if time.monotonic() - last >= PROGRESS_SECONDS:
                 logger.info("ExampleGen progress: %s rows read from %s", f"{rows:,}", path)
                 last = time.monotonic()

@@ -256,6 +256,13 @@ def inspect_csv(
         )
         for e in found["excluded"]
     ]
+    if found["unlabelled"]:
+        notices.insert(
+            0,
+            f"{found['unlabelled']:,} of {found['rows']:,} rows have no label "
+            f"{fmt.original(label_name)!r} and are left out before the split "
+            "(--missing-label error stops instead)",
+        )
     max_tokens, text_figures, text_notices = _text_facts(texts, columns, options, fmt)
     notices += text_notices
     if task == REGRESSION:
@@ -290,7 +297,8 @@ def inspect_csv(
         rows=found["rows"],
         csv_format=fmt.to_dict(),
         excluded=tuple(found["excluded"]),
-        missing={n: columns[n].nulls for n in keep if columns[n].nulls},
+        unlabelled_rows=found["unlabelled"],
+        missing={n: columns[n].nulls for n in keep if columns[n].nulls and n != label_name},
         class_counts={str(k): int(v) for k, v in class_counts.items()},
         notices=tuple(notices),
         task=task,

@@ -44,6 +44,9 @@ TASKS = ("auto", "classification", "regression")
 AUTO_MAX_CLASSES = 100  # --task auto: more distinct integer labels than this is a regression
 
 
+MISSING_LABEL = ("drop", "error")
+
+
 @dataclasses.dataclass(frozen=True)
 class CsvOptions:
     """The user's CSV flags.
@@ -69,6 +72,8 @@ class CsvOptions:
             lengths, a multiple of 8, at most 512.
         task: "classification", "regression" or "auto" (regression for a numeric label with
             non-integer values or more than AUTO_MAX_CLASSES distinct integers).
+        missing_label: "drop" (rows with no label are left out before the split, and counted)
+            or "error" (such a row stops the run).
     """
 
     na_values: tuple[str, ...] | None = None
@@ -83,10 +88,15 @@ class CsvOptions:
     task: str = "auto"
     multi_value_columns: tuple[str, ...] = ()
     separator: str = "|"
+    missing_label: str = "drop"
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
             raise InputError(f"--task {self.task}: expected one of {', '.join(TASKS)}")
+        if self.missing_label not in MISSING_LABEL:
+            raise InputError(
+                f"--missing-label {self.missing_label}: expected one of {', '.join(MISSING_LABEL)}"
+            )
         if self.vocab_size < 1:
             raise InputError(f"--vocab-size {self.vocab_size}: must be at least 1")
         if not 0 <= self.max_tokens <= text.MAX_TOKENS_LIMIT:
@@ -264,6 +274,43 @@ def first_line_where(path: Path, fmt: CsvFormat, column: str, test) -> tuple[int
     return None
 
 
+def first_missing_line(path: Path, fmt: CsvFormat, column: str) -> int | None:
+    """The line of the first row whose `column` cell is missing (empty or a missing marker)."""
+    import csv
+
+    index = fmt.names.index(column)
+    na = set(fmt.na_values) | {""}
+    with csv_format.open_text(path, fmt.encoding) as f:
+        reader = csv.reader(f, delimiter=fmt.delimiter)
+        next(reader, None)
+        for row in reader:
+            if index >= len(row) or row[index].strip() in na:
+                return reader.line_num
+    return None
+
+
+def unlabelled_rows(
+    files: list[Path], fmt: CsvFormat, label: str, count: int, rows: int, policy: str
+) -> CsvFormat:
+    """The format that leaves out the `count` rows with no label (ExampleGen drops them before
+    the split), or the stop `--missing-label error` asks for, with the count over every file
+    and the first such line."""
+    name = fmt.original(label)
+    if policy == "error" or count == rows:
+        where = next(
+            (
+                f"{path}: line {line}"
+                for path in files
+                if (line := first_missing_line(path, fmt, label))
+            ),
+            str(files[0]),
+        )
+        what = "every row" if count == rows else f"{count:,} of {rows:,} rows"
+        hint = "" if count == rows else "; --missing-label drop leaves them out"
+        raise InputError(f"{where}: label column {name!r} is empty on {what} (the first){hint}")
+    return dataclasses.replace(fmt, required=(label,))
+
+
 def _text_in_numeric(files: list[Path], fmt: CsvFormat, name: str) -> InputError:
     """The error for a numeric column holding text, naming the file and the line."""
     for path in files:
@@ -315,11 +362,6 @@ def _scan(
                     rows += batch.num_rows
                     _accumulate(batch, columns)
                     figures.add(batch.column(label))
-                    if columns[label].nulls:
-                        raise InputError(
-                            f"{path}: label column {fmt.original(label)!r} is empty on "
-                            f"{columns[label].nulls} rows"
-                        )
         except pa.ArrowInvalid as e:
             name = _column_in_error(str(e), fmt, list(fmt.names))
             if name is None:
@@ -547,6 +589,9 @@ def inspect(files: list[Path], label: str, options: CsvOptions, where: str) -> d
     columns, label_figures, rows, fmt = _scan(files, fmt, label_name, options.separator)
     if rows == 0:
         raise InputError(f"{where}: the CSV file has a header but no rows")
+    unlabelled = columns[label_name].nulls
+    if unlabelled:
+        fmt = unlabelled_rows(files, fmt, label_name, unlabelled, rows, options.missing_label)
     excluded, notices, texts, categorical, bags = [], [], [], [], {}
     # Pixel columns (pixel_0 .. pixel_{n-1}) are one image: a pixel that is always 0 is not a
     # constant feature to drop.
@@ -598,6 +643,7 @@ def inspect(files: list[Path], label: str, options: CsvOptions, where: str) -> d
         "columns": columns,
         "label_figures": label_figures,
         "rows": rows,
+        "unlabelled": unlabelled,
         "excluded": excluded,
         "notices": notices,
         "text": texts,

@@ -10,7 +10,7 @@ import argparse
 import dataclasses
 
 from components.amp.fp32_math import MODES as FP32_MATH_MODES
-from components.data.inspection import AUTO_MAX_CLASSES, TASKS, CsvOptions
+from components.data.inspection import AUTO_MAX_CLASSES, MISSING_LABEL, TASKS, CsvOptions
 from components.training.distribution import DISTRIBUTIONS
 from components.training.options import (
     RECIPE_FIELDS,
@@ -334,6 +334,13 @@ def add_csv_flags(p: argparse.ArgumentParser) -> None:
         metavar="LIST",
         help="string columns whose cells hold several values joined by --separator (by "
         "default a string column with the separator in 10%% of its values is one)",
+    )
+    p.add_argument(
+        "--missing-label",
+        choices=MISSING_LABEL,
+        default=CsvOptions.missing_label,
+        help="rows whose label is missing: drop (left out before the split, and counted) or "
+        "error (the run stops, naming the first line) (default: %(default)s)",
     )
     p.add_argument(
         "--separator",
