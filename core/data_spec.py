@@ -43,6 +43,8 @@ class DataSpec:
         pixel_scale: what pixels are divided by (their largest value), for images.
         rows: number of rows read (labelled or not).
         unlabelled_rows: rows with no label, left out before the split (`--missing-label`).
+        closed_features: string features whose value domain is closed (`--closed-columns`):
+            a value the train split does not have stops the run as drift.
         task: "classification" or "regression".
         task_reason: why (the flag, or what `--task auto` saw in the label).
         label_mean, label_std: a regression label's mean and (population) standard deviation
@@ -71,6 +73,7 @@ class DataSpec:
     pixel_scale: float = 1.0
     rows: int = 0
     unlabelled_rows: int = 0
+    closed_features: tuple[str, ...] = ()
     csv_format: dict | None = None
     excluded: tuple[dict, ...] = ()
     missing: dict = dataclasses.field(default_factory=dict)
@@ -106,6 +109,7 @@ class DataSpec:
         d["numeric_features"] = tuple((n, int(k)) for n, k in d["numeric_features"])
         d["string_features"] = tuple(d["string_features"])
         d["text_features"] = tuple(d.get("text_features", ()))
+        d["closed_features"] = tuple(d.get("closed_features", ()))
         d["categorical_features"] = tuple(d.get("categorical_features", ()))
         d["bag_features"] = tuple((n, int(k)) for n, k in d.get("bag_features", ()))
         if d.get("image_shape") is not None:

@@ -26,6 +26,7 @@ from pipeline.config import RunConfig, model_for, model_name_for, model_options_
 from serving.infra_validator import InfraValidator
 from serving.pusher import Pusher
 
+ANOMALY_CHECK = "AnomalyCheck"
 TRAINER_FP32 = "TrainerFp32"
 TRAINER_AMP = "TrainerAmp"
 EVALUATOR = "Evaluator"
@@ -245,16 +246,25 @@ def data_components(data: DataSpec, data_root, pattern: str, model_module: Modul
     example_validator = tfx.components.ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
     )
+    vocabulary = (
+        *data.text_features,
+        *data.categorical_features,
+        *(b for b, _ in data.bag_features),
+        *data.string_features,
+    )
     anomaly_check = AnomalyCheck(
         anomalies=example_validator.outputs["anomalies"],
-        # Read through a vocabulary with an OOV id: a value new in eval is not drift.
-        text_features=",".join(
-            (*data.text_features, *data.categorical_features, *(b for b, _ in data.bag_features))
-        ),
+        schema=schema_gen.outputs["schema"],
+        # Read through a vocabulary with an OOV id: a value new in eval is not drift, unless
+        # the user declared the column closed (--closed-columns).
+        text_features=",".join(n for n in vocabulary if n not in data.closed_features),
+        # Missing cells anywhere in the file: the column is optional, whichever split they
+        # fall into.
+        optional_features=",".join(sorted(data.missing)),
     )
     transform = Transform(
         examples=example_gen.outputs["examples"],
-        schema=schema_gen.outputs["schema"],
+        schema=anomaly_check.outputs["curated_schema"],
         preprocessing_fn="components.data.preprocessing.preprocessing_fn",
         # Transform's pre- and post-transform statistics are read by nothing here (StatisticsGen
         # already has the raw data's): two TFDV passes saved.
@@ -269,7 +279,6 @@ def data_components(data: DataSpec, data_root, pattern: str, model_module: Modul
             "custom_preprocessing": bool(model_module and model_module.preprocessing),
         },
     )
-    transform.add_upstream_node(anomaly_check)
     return example_gen, statistics_gen, schema_gen, example_validator, anomaly_check, transform
 
 

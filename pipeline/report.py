@@ -136,6 +136,11 @@ def data_section(summary: dict) -> list[str]:
     data = summary.get("data") or {}
     lines = ["## Data", "", f"- {data.get('rows', 0):,} rows from {data.get('source')}"]
     lines += [f"- {notice}" for notice in data.get("notices", [])]
+    lines += [
+        f"- Validation, split {t['split']!r}, feature {t['feature']!r}: {t['finding']} "
+        "(tolerated, not drift)"
+        for t in data.get("tolerated", [])
+    ]
     missing = data.get("missing") or {}
     if missing:
         rows = max(data.get("rows") or 1, 1)

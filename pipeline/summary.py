@@ -162,6 +162,17 @@ def data_summary(data_dict: dict) -> dict:
     }
 
 
+def tolerated_findings(outputs: dict) -> list[dict]:
+    """ExampleValidator's findings AnomalyCheck judged chance, not drift (a rare value read as
+    out-of-vocabulary, missing cells in an optional column): split, feature, finding."""
+    from components.data.anomaly_check import TOLERATED_JSON
+    from pipeline.pipeline import ANOMALY_CHECK
+
+    schema = outputs.get(ANOMALY_CHECK, {}).get("curated_schema")
+    path = Path(schema.uri) / TOLERATED_JSON if schema is not None else None
+    return json.loads(path.read_text()) if path is not None and path.exists() else []
+
+
 def evaluation_paths(outputs: dict) -> dict:
     """The TFMA evaluations, and each twin's served predictions on the eval split per seed (the
     gate's pairs)."""
@@ -332,7 +343,7 @@ def build_summary(
         "serving": _serving(decision.get("serving", {})),
         "already_in_production": already,
         "evaluation": evaluation_paths(outputs),
-        "data": data_summary(data_dict),
+        "data": {**data_summary(data_dict), "tolerated": tolerated_findings(outputs)},
         "config": config_dict,
         "output_dir": str(output_dir),
     }

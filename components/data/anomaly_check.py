@@ -1,5 +1,23 @@
-"""AnomalyCheck: stops the run when ExampleValidator found anomalies, before any training."""
+"""AnomalyCheck: stops the run when ExampleValidator found anomalies, before any training, and
+hands Transform the schema the findings were judged by.
 
+ExampleValidator compares the eval split with a schema SchemaGen inferred from the train split
+alone. Some of its findings are chance, not drift, given what the input check saw in the whole
+file; those are tolerated, logged and written beside the schema (`tolerated.json`), and the run
+goes on:
+- a boolean domain SchemaGen guessed for an integer column (GUESSED_BOOLEAN);
+- an eval value missing from a domain of the train split's values, in a feature read through a
+  vocabulary with an out-of-vocabulary id (texts, categories, bags, and a string column of at
+  most 16 values, whose one-hot vocabulary has one out-of-vocabulary slot), unless the user
+  declared the column closed (`--closed-columns`);
+- a column present on every train row but missing somewhere in eval, where the input check
+  counted missing cells in the file: its schema entry becomes optional (no fixed shape, no
+  presence floor), so Transform reads it as it reads a column with missing cells in train.
+Everything else stops the run: a type change, a missing column, a value outside a closed
+domain.
+"""
+
+import json
 import logging
 import os
 
@@ -68,39 +86,109 @@ def texts_as_categories(result, text_features: set[str]) -> list[str]:
     ]
 
 
+# A column present on every train row, missing on some eval row: SchemaGen made it required
+# with a fixed shape, and the eval split breaks both.
+PRESENCE = {
+    anomalies_pb2.AnomalyInfo.FEATURE_TYPE_LOW_FRACTION_PRESENT,
+    anomalies_pb2.AnomalyInfo.FEATURE_TYPE_LOW_NUMBER_PRESENT,
+    anomalies_pb2.AnomalyInfo.INVALID_FEATURE_SHAPE,
+}
+
+
+def presence_only(result, optional: set[str]) -> list[str]:
+    """Features with missing cells in the file whose only anomalies are presence and shape."""
+    return [
+        feature
+        for feature, info in result.anomaly_info.items()
+        if feature in optional and info.reason and all(r.type in PRESENCE for r in info.reason)
+    ]
+
+
+def curate(schema, optional: set[str]) -> list[str]:
+    """Makes each feature of `optional` in `schema` optional: no fixed shape, no presence
+    floor. Returns the names it changed."""
+    changed = []
+    for feature in schema.feature:
+        if feature.name in optional and (
+            feature.HasField("shape") or feature.presence.min_fraction > 0
+        ):
+            feature.ClearField("shape")
+            feature.presence.min_fraction = 0.0
+            changed.append(feature.name)
+    return changed
+
+
+def tolerate(result, vocabulary: set[str], optional: set[str]) -> list[dict]:
+    """Removes from `result` the findings that are chance, not drift (the module docstring
+    says which), and returns them as {feature, finding}."""
+    tolerated = []
+    for feature in guessed_booleans(result):
+        tolerated.append(
+            {"feature": feature, "finding": "an integer SchemaGen guessed to be boolean"}
+        )
+    for feature in texts_as_categories(result, vocabulary):
+        info = result.anomaly_info[feature]
+        tolerated.append(
+            {
+                "feature": feature,
+                "finding": "values the train split does not have, read as out-of-vocabulary "
+                f"({info.description[:120]})",
+            }
+        )
+    for feature in presence_only(result, optional):
+        tolerated.append(
+            {
+                "feature": feature,
+                "finding": "missing cells where the train split had none (the input check "
+                "counted missing cells in the file: the column is optional)",
+            }
+        )
+    for item in tolerated:
+        del result.anomaly_info[item["feature"]]
+    return tolerated
+
+
+def names(text: str) -> set[str]:
+    return {name for name in text.split(",") if name}
+
+
 ExampleAnomalies = tfx.types.standard_artifacts.ExampleAnomalies
+Schema = tfx.types.standard_artifacts.Schema
+TOLERATED_JSON = "tolerated.json"
 
 
 @tfx.dsl.components.component
 def AnomalyCheck(  # noqa: N802 - TFX component names are classes
     anomalies: tfx.dsl.components.InputArtifact[ExampleAnomalies],
+    schema: tfx.dsl.components.InputArtifact[Schema],
+    curated_schema: tfx.dsl.components.OutputArtifact[Schema],
     text_features: tfx.dsl.components.Parameter[str] = "",
+    optional_features: tfx.dsl.components.Parameter[str] = "",
 ) -> None:
-    """Raises AnomaliesFound if any split has an anomaly. `text_features`: the features read
-    through a vocabulary with an out-of-vocabulary id (texts, categories, bags), comma-separated."""
-    texts = {name for name in text_features.split(",") if name}
-    found = {}
+    """Raises AnomaliesFound if any split has an anomaly that is not chance; writes the schema
+    Transform reads (SchemaGen's, with `optional_features` optional) and the tolerated findings.
+
+    `text_features`: the features read through a vocabulary with an out-of-vocabulary id
+    (texts, categories, bags, open one-hot strings), comma-separated; `optional_features`: the
+    columns the input check found missing anywhere in the file."""
+    from tensorflow_data_validation import load_schema_text, write_schema_text
+
+    vocabulary, optional = names(text_features), names(optional_features)
+    found, tolerated = {}, []
     for split in artifact_utils.decode_split_names(anomalies.split_names):
         path = os.path.join(anomalies.uri, f"Split-{split}", "SchemaDiff.pb")
         result = anomalies_util.load_anomalies_binary(path)
-        for feature in guessed_booleans(result):
-            logging.info(
-                "split %s, feature %s: an integer TFDV guessed to be boolean from the train "
-                "split; values outside {0, 1} elsewhere are not drift",
-                split,
-                feature,
-            )
-            del result.anomaly_info[feature]
-        for feature in texts_as_categories(result, texts):
-            logging.info(
-                "split %s, feature %s: values missing from a domain SchemaGen built of the "
-                "train split's values; the feature is read through a vocabulary with an "
-                "out-of-vocabulary id, not drift",
-                split,
-                feature,
-            )
-            del result.anomaly_info[feature]
+        for item in tolerate(result, vocabulary, optional):
+            logging.warning("split %s, feature %s: tolerated: %s", split, *item.values())
+            tolerated.append({"split": split, **item})
         if result.anomaly_info or result.HasField("dataset_anomaly_info"):
             found[split] = result
     if found:
         raise AnomaliesFound(f"ExampleValidator found anomalies: {describe_anomalies(found)}")
+    inferred = load_schema_text(os.path.join(schema.uri, "schema.pbtxt"))
+    for feature in curate(inferred, optional):
+        logging.info("feature %s: optional in the schema (missing cells in the input)", feature)
+    os.makedirs(curated_schema.uri, exist_ok=True)
+    write_schema_text(inferred, os.path.join(curated_schema.uri, "schema.pbtxt"))
+    with open(os.path.join(curated_schema.uri, TOLERATED_JSON), "w") as f:
+        json.dump(tolerated, f, indent=2)

@@ -239,6 +239,12 @@ def inspect_csv(
             strings.append(name)
     if not numeric and not strings and not texts and not embedded:
         raise InputError(f"{where}: no feature columns besides the label {label!r}")
+    for name in sorted(found["closed"]):
+        if name not in strings and name not in categorical and name not in found["bags"]:
+            raise InputError(
+                f"--closed-columns {fmt.original(name)}: column {fmt.original(name)!r} is not a "
+                "string or category feature (only their values can be a closed set)"
+            )
     keep = tuple(n for n in fmt.names if n not in excluded)
     types = {n: fmt.types.get(n, "string") for n in keep}
     types[label_name] = label_kind  # integer classes stay integers in the examples
@@ -298,6 +304,7 @@ def inspect_csv(
         csv_format=fmt.to_dict(),
         excluded=tuple(found["excluded"]),
         unlabelled_rows=found["unlabelled"],
+        closed_features=tuple(sorted(found["closed"])),
         missing={n: columns[n].nulls for n in keep if columns[n].nulls and n != label_name},
         class_counts={str(k): int(v) for k, v in class_counts.items()},
         notices=tuple(notices),

@@ -74,6 +74,8 @@ class CsvOptions:
             non-integer values or more than AUTO_MAX_CLASSES distinct integers).
         missing_label: "drop" (rows with no label are left out before the split, and counted)
             or "error" (such a row stops the run).
+        closed_columns: string columns whose values are a closed set: a value the train split
+            does not have stops the run as drift (others read it as out-of-vocabulary).
     """
 
     na_values: tuple[str, ...] | None = None
@@ -89,6 +91,7 @@ class CsvOptions:
     multi_value_columns: tuple[str, ...] = ()
     separator: str = "|"
     missing_label: str = "drop"
+    closed_columns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -579,6 +582,7 @@ def inspect(files: list[Path], label: str, options: CsvOptions, where: str) -> d
     as_text = _resolve_names(options.text_columns, fmt, "--text-columns", where)
     as_categories = _resolve_names(options.categorical_columns, fmt, "--categorical-columns", where)
     as_bags = _resolve_names(options.multi_value_columns, fmt, "--multi-value-columns", where)
+    closed = _resolve_names(options.closed_columns, fmt, "--closed-columns", where)
     for flag, named in (
         ("--text-columns", as_text),
         ("--categorical-columns", as_categories),
@@ -649,4 +653,5 @@ def inspect(files: list[Path], label: str, options: CsvOptions, where: str) -> d
         "text": texts,
         "categorical": categorical,
         "bags": bags,
+        "closed": closed,
     }

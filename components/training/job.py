@@ -23,8 +23,16 @@ from core import names
 logger = logging.getLogger(__name__)
 
 
-def make_dataset(file_patterns, transform_output: str, batch_size: int, seed: int, train: bool):
-    """Batches of (x, label) from Transform's gzipped TFRecords."""
+def make_dataset(
+    file_patterns,
+    transform_output: str,
+    batch_size: int,
+    seed: int,
+    train: bool,
+    compression: str = "GZIP",
+):
+    """Batches of (x, label) from Transform's gzipped TFRecords (or, `compression` "", the
+    shuffled copy of shuffled_split)."""
     import tensorflow as tf
     import tensorflow_transform as tft
 
@@ -32,7 +40,7 @@ def make_dataset(file_patterns, transform_output: str, batch_size: int, seed: in
 
     feature_spec = tft.TFTransformOutput(transform_output).transformed_feature_spec()
     files = sorted(f for p in file_patterns for f in tf.io.gfile.glob(p))
-    ds = tf.data.TFRecordDataset(files, compression_type="GZIP")
+    ds = tf.data.TFRecordDataset(files, compression_type=compression)
     if train:
         ds = ds.shuffle(10_000, seed=seed, reshuffle_each_iteration=True).repeat()
     ds = ds.batch(batch_size, drop_remainder=train)
@@ -90,18 +98,116 @@ def memory_arrays(spec: TrainSpec, batch_size: int, strategy=None) -> tuple | No
     return (x, y) if len(y) >= batch_size else None
 
 
+# A streamed train split is trained from a copy in a random order: Transform's files keep the
+# input's order (an image folder class by class, a CSV sorted by label or time), and a
+# 10,000-example shuffle buffer over a sorted split trains on batches of one class at a time.
+# The copy is an external shuffle in buckets of at most SHUFFLE_BUCKET_BYTES (each row to a
+# random bucket, then each bucket permuted in memory): a uniform random order in bounded memory,
+# one more write and read of the split (benchmarks/RESULTS.md, "Training order", measures it).
+SHUFFLE_BUCKET_BYTES = 64 * 2**20
+PROGRESS_SECONDS = 10.0
+
+
+def shuffled_split(
+    files: list[str], out: Path, seed: int, expected_bytes: int, bucket_bytes: int
+) -> list[str]:
+    """The records of gzipped TFRecord `files` rewritten under `out` in a uniform random order
+    (from `seed`), as uncompressed TFRecord parts; `expected_bytes` sizes the buckets."""
+    import shutil
+    import time
+
+    import tensorflow as tf
+
+    buckets = max(1, math.ceil(expected_bytes / bucket_bytes))
+    rng = np.random.default_rng(seed)
+    scratch = out / "buckets"
+    shutil.rmtree(out, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    started = last = time.monotonic()
+    writers = [tf.io.TFRecordWriter(str(scratch / f"bucket-{i:05d}")) for i in range(buckets)]
+    rows = 0
+    source = tf.data.TFRecordDataset(files, compression_type="GZIP").batch(8192).prefetch(2)
+    for chunk in source.as_numpy_iterator():
+        picks = rng.integers(buckets, size=len(chunk)).tolist()
+        for record, bucket in zip(chunk, picks, strict=True):
+            writers[bucket].write(record)
+        rows += len(chunk)
+        if time.monotonic() - last >= PROGRESS_SECONDS:
+            logger.info("shuffling the train split: %s rows bucketed", f"{rows:,}")
+            last = time.monotonic()
+    for writer in writers:
+        writer.close()
+    parts = []
+    for i in range(buckets):
+        bucket = scratch / f"bucket-{i:05d}"
+        records = [r for c in tf.data.TFRecordDataset(str(bucket)).batch(8192) for r in c.numpy()]
+        part = out / f"part-{i:05d}.tfrecord"
+        with tf.io.TFRecordWriter(str(part)) as writer:
+            for j in rng.permutation(len(records)).tolist():
+                writer.write(records[j])
+        bucket.unlink()
+        parts.append(str(part))
+    scratch.rmdir()
+    logger.info(
+        "train split shuffled: %s rows in %d parts, %.1f s",
+        f"{rows:,}",
+        buckets,
+        time.monotonic() - started,
+    )
+    return parts
+
+
+def shuffled_train_files(spec: TrainSpec) -> tuple[str, ...]:
+    """The train split's shuffled copy under the job's model_run_dir (made once per process,
+    removed when the process ends)."""
+    return _shuffled_copy(
+        tuple(spec.train_files), spec.model_run_dir, spec.seed, in_memory_bytes(spec)
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _shuffled_copy(
+    patterns: tuple[str, ...], model_run_dir: str, seed: int, expected_bytes: int
+) -> tuple[str, ...]:
+    import atexit
+    import shutil
+
+    import tensorflow as tf
+
+    files = sorted(f for p in patterns for f in tf.io.gfile.glob(p))
+    # Gzipped tf.Examples of float32 rows expand about 4x: the larger guess sizes the buckets.
+    compressed = sum(tf.io.gfile.stat(f).length for f in files)
+    expected_bytes = max(expected_bytes, 4 * compressed)
+    out = Path(model_run_dir) / "train_shuffled"
+    atexit.register(shutil.rmtree, out, True)
+    return tuple(shuffled_split(files, out, seed, expected_bytes, SHUFFLE_BUCKET_BYTES))
+
+
 def train_dataset(spec: TrainSpec, batch_size: int, seed: int, strategy=None):
     """The training batches: from memory where memory_arrays gives the split, else streamed
-    from Transform's files."""
+    from its shuffled copy (shuffled_train_files; with a multi-worker strategy, each worker
+    from Transform's files through the shuffle buffer)."""
     arrays = memory_arrays(spec, batch_size, strategy)
     if arrays is not None:
         return memory_dataset(*arrays, batch_size, seed)
+    if strategy is None or not multi_worker(strategy):
+        files = shuffled_train_files(spec)
+        return make_dataset(files, spec.transform_output, batch_size, seed, True, compression="")
     return make_dataset(spec.train_files, spec.transform_output, batch_size, seed, True)
 
 
+def multi_worker(strategy) -> bool:
+    return "MultiWorker" in type(strategy).__name__
+
+
 def host_batches(spec: TrainSpec, batch_size: int, count: int) -> list:
-    """`count` training batches of `batch_size` as numpy (x, y) pairs, for timed probes."""
-    ds = train_dataset(spec, batch_size, spec.seed)
+    """`count` training batches of `batch_size` as numpy (x, y) pairs, for timed probes (their
+    order does not matter: a streamed split is read as it stands)."""
+    arrays = memory_arrays(spec, batch_size)
+    if arrays is not None:
+        ds = memory_dataset(*arrays, batch_size, spec.seed)
+    else:
+        ds = make_dataset(spec.train_files, spec.transform_output, batch_size, spec.seed, True)
     return [(np.asarray(x), np.asarray(y)) for x, y in ds.take(count)]
 
 

@@ -336,6 +336,14 @@ def add_csv_flags(p: argparse.ArgumentParser) -> None:
         "default a string column with the separator in 10%% of its values is one)",
     )
     p.add_argument(
+        "--closed-columns",
+        type=argtypes.names,
+        default=(),
+        metavar="LIST",
+        help="string columns whose values are a closed set: a value the train split does not "
+        "have stops the run as drift (by default it is read as out-of-vocabulary and reported)",
+    )
+    p.add_argument(
         "--missing-label",
         choices=MISSING_LABEL,
         default=CsvOptions.missing_label,

@@ -190,6 +190,10 @@ def format_table(summary: dict) -> str:
     ]
     if summary.get("xla_fallback"):
         lines.append(f"  xla          fell back to off: {summary['xla_fallback']}")
+    for item in (summary.get("data") or {}).get("tolerated", []):
+        lines.append(
+            f"  validation   split {item['split']!r}, {item['feature']!r}: {item['finding']}"
+        )
     lines += readiness_lines(summary)
     tuned = summary.get("autotune")
     if tuned:
