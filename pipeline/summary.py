@@ -165,12 +165,12 @@ def data_summary(data_dict: dict) -> dict:
 def tolerated_findings(outputs: dict) -> list[dict]:
     """ExampleValidator's findings AnomalyCheck judged chance, not drift (a rare value read as
     out-of-vocabulary, missing cells in an optional column): split, feature, finding."""
-    from components.data.anomaly_check import TOLERATED_JSON
+    from components.data.anomaly_check import TOLERATED
     from pipeline.pipeline import ANOMALY_CHECK
 
     schema = outputs.get(ANOMALY_CHECK, {}).get("curated_schema")
-    path = Path(schema.uri) / TOLERATED_JSON if schema is not None else None
-    return json.loads(path.read_text()) if path is not None and path.exists() else []
+    recorded = schema.properties.get(TOLERATED) if schema is not None else None
+    return json.loads(recorded) if recorded else []
 
 
 def evaluation_paths(outputs: dict) -> dict:

@@ -254,9 +254,9 @@ def test_anomalies_stop_the_run_before_training(digits_run, tmp_path):
     assert first.returncode == 0
     before = tree_digest(out / "serving")
     # 'color' takes 2 values, then 14 rows of one-off values: the eval split holds values the
-    # schema (inferred from the train split) has never seen. 16 values in all keep it a one-hot
-    # string of a closed set, where a new value is drift (a category of more values reads an
-    # unseen one through its out-of-vocabulary id: components/data/anomaly_check.py).
+    # schema (inferred from the train split) has never seen. Declared closed, a new value is
+    # drift and stops the run (an open column reads it through its out-of-vocabulary id:
+    # components/data/anomaly_check.py, tests/test_edges_e2e.py).
     rng = np.random.default_rng(0)
     lines = ["x,color,label"]
     for i in range(400):
@@ -265,8 +265,9 @@ def test_anomalies_stop_the_run_before_training(digits_run, tmp_path):
     data = tmp_path / "drift.csv"
     data.write_text("\n".join(lines) + "\n")
     result = run_cli(
-        "run", "--data", str(data), "--output", str(out), "--model-name", "digits", *LOOSE_GATE
-    )
+        "run", "--data", str(data), "--output", str(out), "--model-name", "digits",
+        "--closed-columns", "color", *LOOSE_GATE,
+    )  # fmt: skip
     assert result.returncode == 2, result.stdout + result.stderr
     (line,) = result.stderr.strip().splitlines()
     assert "ExampleValidator found anomalies" in line and "'color'" in line

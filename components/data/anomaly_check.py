@@ -3,8 +3,8 @@ hands Transform the schema the findings were judged by.
 
 ExampleValidator compares the eval split with a schema SchemaGen inferred from the train split
 alone. Some of its findings are chance, not drift, given what the input check saw in the whole
-file; those are tolerated, logged and written beside the schema (`tolerated.json`), and the run
-goes on:
+file; those are tolerated, logged and recorded on the schema artifact (its custom property
+`tolerated`, JSON: Transform wants the schema alone in its folder), and the run goes on:
 - a boolean domain SchemaGen guessed for an integer column (GUESSED_BOOLEAN);
 - an eval value missing from a domain of the train split's values, in a feature read through a
   vocabulary with an out-of-vocabulary id (texts, categories, bags, and a string column of at
@@ -154,7 +154,7 @@ def names(text: str) -> set[str]:
 
 ExampleAnomalies = tfx.types.standard_artifacts.ExampleAnomalies
 Schema = tfx.types.standard_artifacts.Schema
-TOLERATED_JSON = "tolerated.json"
+TOLERATED = "tolerated"  # the curated schema's custom property: the tolerated findings, JSON
 
 
 @tfx.dsl.components.component
@@ -190,5 +190,4 @@ def AnomalyCheck(  # noqa: N802 - TFX component names are classes
         logging.info("feature %s: optional in the schema (missing cells in the input)", feature)
     os.makedirs(curated_schema.uri, exist_ok=True)
     write_schema_text(inferred, os.path.join(curated_schema.uri, "schema.pbtxt"))
-    with open(os.path.join(curated_schema.uri, TOLERATED_JSON), "w") as f:
-        json.dump(tolerated, f, indent=2)
+    curated_schema.set_string_custom_property(TOLERATED, json.dumps(tolerated))
