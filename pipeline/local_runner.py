@@ -154,6 +154,7 @@ def _run_locked(config: RunConfig) -> dict:
 
     output = config.output_dir
     recipe = tracker = None
+    train_bytes = 0
     with captured_output(config.log_path) as (progress, terminal):
         try:
             from components.data import ingest
@@ -178,9 +179,15 @@ def _run_locked(config: RunConfig) -> dict:
             from serving.pusher import clean_partial_pushes
 
             check_model_fits_data(config, data, module_ref)
+            train_bytes = train_split_bytes(data)
             fit_warnings = (
-                preflight.check(config.data, output, config.beam.workers)
-                if config.data and config.beam.runner == "direct"
+                preflight.check(
+                    config.data or data.input_base,  # the embedded digits, as prepared
+                    output,
+                    config.beam.workers,
+                    train_bytes=train_bytes,
+                )
+                if config.beam.runner == "direct"
                 else []
             )
             limits_model = model_for_limits(config, data, module_ref)
@@ -263,19 +270,38 @@ def _run_locked(config: RunConfig) -> dict:
                 summary.write_summary(stopped, output)
             raise RunInterrupted(f"{e}{where}", e.exit_code) from None
         except Exception as e:  # noqa: BLE001 - every failure is reported, then re-raised
-            input_error = _find_input_error(e)
+            from pipeline import preflight
+
+            # A full disk first: it may surface inside another error (a module's, a child's).
+            input_error = preflight.disk_full(
+                e, output, config.data, config.beam.workers, train_bytes
+            ) or _find_input_error(e)
             code = EXIT_BAD_INPUT if input_error else EXIT_FAILED
             where = f" in {progress.current}" if progress.current else ""
             logger.exception("Run failed%s", where)
             failure = summary.failure_summary(input_error or e, code, recipe)
-            if tracker is not None and tracker.run_id:
-                tracker.fail(f"{type(e).__name__}{where}: {e}")
-                failure["mlflow"] = _mlflow_ids(tracker)
-            summary.write_summary(failure, output)
+            try:  # on a full disk these may fail too: the one line still reaches the user
+                if tracker is not None and tracker.run_id:
+                    tracker.fail(f"{type(e).__name__}{where}: {e}")
+                    failure["mlflow"] = _mlflow_ids(tracker)
+                summary.write_summary(failure, output)
+            except OSError:
+                logger.exception("Could not record the failure")
             if input_error is not None:
                 raise input_error from None
             raise RunFailed(f"{type(e).__name__}{where}: {e}", Path(config.log_path)) from e
     return result
+
+
+def train_split_bytes(data) -> int:
+    """The whole input as float32 rows of `x` and the label: what a trainer holds in memory, or
+    copies to shuffle it (components/training/job.py::in_memory_bytes, from the DataSpec)."""
+    from components.data.preprocessing import feature_width
+
+    try:
+        return int(data.rows) * (feature_width(data) + 1) * 4
+    except Exception:  # noqa: BLE001 - an estimate; a module's own preprocessing may not say
+        return 0
 
 
 def check_model_fits_data(config: RunConfig, data, module_ref) -> None:

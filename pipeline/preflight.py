@@ -13,7 +13,13 @@ margin:
   process at a time (TRAINER_MB plus the train split, which it holds in memory up to 256 MiB)
   and, with `--beam-workers N` > 1, N Beam worker processes of WORKER_MB each.
 - **Disk.** The output folder holds ExampleGen's gzipped tf.Examples, Transform's output and the
-  models: DISK_PER_INPUT_BYTE times the input's size, plus DISK_BASE_MB.
+  models: DISK_PER_INPUT_BYTE times the input's size (a gzipped file counts uncompressed: the
+  ratio measured on its first 4 MiB), plus DISK_BASE_MB (the embedded run writes about 15 MB),
+  plus, for a train split trained from files, the trainer's shuffled copy of it
+  (components/training/job.py), float32 rows as they are in memory.
+
+A disk that fills anyway ends the run with one line (disk_full): the device, the path, what is
+free and what the run needs, exit 2.
 
 Cluster runners (Dataflow, Flink, Spark) keep the data off this machine: nothing is checked.
 """
@@ -21,7 +27,10 @@ Cluster runners (Dataflow, Flink, Spark) keep the data off this machine: nothing
 from __future__ import annotations
 
 import dataclasses
+import errno
+import re
 import shutil
+import zlib
 from pathlib import Path
 
 from core.errors import InputError
@@ -37,6 +46,7 @@ WORKER_MB = 3000
 IN_MEMORY_TRAIN_MB = 256  # components/training/job.py IN_MEMORY_MAX_BYTES
 DISK_PER_INPUT_BYTE = 2.0
 DISK_BASE_MB = 200
+GZIP_SAMPLE_BYTES = 4 * 2**20
 WARN_SHARE = 0.8  # warn above this share of what is available
 
 
@@ -48,19 +58,42 @@ class Estimate:
     disk_mb: float
 
 
+def uncompressed_bytes(path: Path, sample: int = GZIP_SAMPLE_BYTES) -> int:
+    """A gzip file's uncompressed size: exact when the file is within `sample` bytes, else its
+    size times the ratio measured on its first `sample` bytes (the gzip trailer's size field
+    holds only the last member's size, modulo 4 GiB)."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        data = f.read(sample)
+    out, consumed = 0, 0
+    while data:
+        member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            out += len(member.decompress(data))
+        except zlib.error:
+            break
+        used = len(data) - len(member.unused_data)
+        consumed += used
+        data = member.unused_data
+    if not consumed:
+        return size
+    return round(out * size / consumed) if size > consumed else out
+
+
 def input_bytes(path: str | Path) -> int:
-    """The input's size: a file's, or every file's under a folder."""
+    """The input's size: a file's, or every file's under a folder; gzipped files uncompressed."""
     p = Path(path)
-    if p.is_file():
-        return p.stat().st_size
-    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+    files = [p] if p.is_file() else [f for f in p.rglob("*") if f.is_file()]
+    return sum(uncompressed_bytes(f) if f.name.endswith(".gz") else f.stat().st_size for f in files)
 
 
-def estimate(size: int, workers: int) -> Estimate:
-    """The estimate for an input of `size` bytes on `workers` DirectRunner workers."""
+def estimate(size: int, workers: int, train_bytes: int = 0) -> Estimate:
+    """The estimate for an input of `size` bytes on `workers` DirectRunner workers; a train
+    split of `train_bytes` (float32 rows) past the in-memory bound adds its shuffled copy."""
     beam = workers * WORKER_MB if workers > 1 else 0
     memory = DRIVER_MB + TRAINER_MB + IN_MEMORY_TRAIN_MB + beam
-    return Estimate(memory, DISK_PER_INPUT_BYTE * size / 2**20 + DISK_BASE_MB)
+    copy = train_bytes if train_bytes > IN_MEMORY_TRAIN_MB * 2**20 else 0
+    return Estimate(memory, (DISK_PER_INPUT_BYTE * size + copy) / 2**20 + DISK_BASE_MB)
 
 
 def _free_disk_mb(folder: Path) -> float:
@@ -77,7 +110,7 @@ def _available_memory_mb() -> float:
 
 
 def _gb(mb: float) -> str:
-    return f"{mb / 1024:.1f} GB"
+    return f"{mb / 1024:.1f} GB" if mb >= 1024 else f"{mb:,.0f} MB"
 
 
 def check(
@@ -86,10 +119,11 @@ def check(
     workers: int,
     free_disk_mb: float | None = None,
     available_mb: float | None = None,
+    train_bytes: int = 0,
 ) -> list[str]:
     """Raises InputError when the run will not fit; returns warnings when it is close."""
     size = input_bytes(data)
-    need = estimate(size, workers)
+    need = estimate(size, workers, train_bytes)
     disk = _free_disk_mb(output) if free_disk_mb is None else free_disk_mb
     memory = _available_memory_mb() if available_mb is None else available_mb
     if need.disk_mb > disk:
@@ -120,3 +154,56 @@ def check(
             f"available (--beam-workers {workers})"
         )
     return warnings
+
+
+# The OS's words, and SQLite's (ML Metadata's store) for the same thing.
+NO_SPACE = re.compile(r"No space left on device|ENOSPC|\[Errno 28\]|database or disk is full")
+
+
+def _no_space(error: BaseException) -> tuple[bool, str | None]:
+    """Whether `error`, or an error it was raised from, is a full disk, and the path named."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+            return True, error.filename
+        text = str(error)
+        if NO_SPACE.search(text):  # a child process's last line, a TensorFlow error
+            named = re.search(r"No space left on device: '([^']+)'", text)
+            return True, named.group(1) if named else None
+        error = error.__cause__ or error.__context__
+    return False, None
+
+
+def device_of(path: Path) -> str:
+    """'DEVICE (mounted on MOUNT)' for the filesystem that holds `path`."""
+    import psutil
+
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    resolved = str(existing.resolve())
+    mounts = [
+        p
+        for p in psutil.disk_partitions(all=True)
+        if resolved.startswith(p.mountpoint.rstrip("/") + "/") or resolved == p.mountpoint
+    ]
+    if not mounts:
+        return resolved
+    mount = max(mounts, key=lambda p: len(p.mountpoint))
+    return f"{mount.device} (mounted on {mount.mountpoint})"
+
+
+def disk_full(
+    error: BaseException, output: Path, data: str | Path | None, workers: int, train_bytes: int = 0
+) -> InputError | None:
+    """The one-line error for a run that filled its disk, or None when `error` is not that."""
+    full, path = _no_space(error)
+    if not full:
+        return None
+    where = Path(path) if path else output
+    need = estimate(input_bytes(data) if data else 0, workers, train_bytes).disk_mb
+    return InputError(
+        f"no space left on {device_of(where)} writing {where}: {_free_disk_mb(where):,.0f} MB "
+        f"free, this run needs about {need:,.0f} MB"
+    )

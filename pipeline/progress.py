@@ -156,5 +156,8 @@ def captured_output(log_path: Path) -> Iterator[tuple[ProgressHandler, TextIO]]:
         sys.stderr.flush()
         os.dup2(saved_err, 2)
         os.close(saved_err)
-        log_file.close()
+        try:
+            log_file.close()
+        except OSError:  # a full disk: the run's own error says so, in one line
+            pass
         console.flush()

@@ -46,3 +46,54 @@ def test_the_disk_estimate_grows_with_the_input_and_memory_with_the_workers():
     assert small.disk_mb > 10 and large.disk_mb > 10 * 1024  # at least the input again
     assert large.memory_mb == small.memory_mb  # the driver no longer grows with the rows
     assert preflight.estimate(10 * 2**20, 3).memory_mb > small.memory_mb
+
+
+def test_a_gzipped_input_counts_uncompressed(tmp_path):
+    """The ratio is measured on the file's start: exact within the sample, close past it, and
+    every member of a multi-member file (what `cat a.gz b.gz` makes) counted."""
+    import gzip
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    lines = "".join(f"{i},{rng.normal():.6f},{'ab'[i % 2]}\n" for i in range(60_000)).encode()
+    path = tmp_path / "t.csv.gz"
+    path.write_bytes(
+        gzip.compress(lines[: len(lines) // 2]) + gzip.compress(lines[len(lines) // 2 :])
+    )
+    assert preflight.uncompressed_bytes(path) == len(lines)
+    estimated = preflight.uncompressed_bytes(path, sample=64 * 1024)
+    assert abs(estimated / len(lines) - 1) < 0.1
+    assert preflight.input_bytes(tmp_path) == len(lines)
+
+
+def test_the_embedded_run_and_a_streamed_split_s_shuffled_copy_are_counted(tmp_path):
+    digits = tmp_path / "digits"
+    digits.mkdir()
+    (digits / "digits.csv").write_bytes(b"x" * 300_000)
+    with pytest.raises(InputError, match=r"needs about 201 MB of disk .* and 9 MB is free"):
+        preflight.check(digits, tmp_path / "out", 1, free_disk_mb=9, available_mb=1e6)
+    plain = preflight.estimate(2**30, 1).disk_mb
+    assert preflight.estimate(2**30, 1, train_bytes=100 * 2**20).disk_mb == plain  # in memory
+    assert preflight.estimate(2**30, 1, train_bytes=2**30).disk_mb == plain + 1024
+
+
+def test_a_full_disk_is_one_line_naming_the_device_the_path_and_the_need(tmp_path):
+    import errno
+
+    full = OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "a" / "b.gz"))
+    try:
+        try:
+            raise full
+        except OSError as e:
+            raise RuntimeError("Transform failed") from e
+    except RuntimeError as wrapped:
+        error = preflight.disk_full(wrapped, tmp_path, None, 1)
+    message = str(error)
+    assert message.startswith("no space left on ") and "\n" not in message
+    assert f"writing {tmp_path / 'a' / 'b.gz'}: " in message
+    assert message.endswith("MB free, this run needs about 200 MB")
+    # A child's last line, or ML Metadata's SQLite store, says it in words.
+    sqlite = RuntimeError("Error when executing query: database or disk is full query: UPDATE")
+    assert f"writing {tmp_path}:" in str(preflight.disk_full(sqlite, tmp_path, None, 1))
+    assert preflight.disk_full(RuntimeError("no such file"), tmp_path, None, 1) is None

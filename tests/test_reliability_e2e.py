@@ -205,3 +205,46 @@ def test_a_useless_model_is_rejected_however_close_its_twins_are(tmp_path):
     assert baseline["examples"] > 300 and 0 < baseline["share"] < 0.05
     assert "always predicting the most common class" in (out / "decision.md").read_text()
     assert not (out / "serving").exists()
+
+
+FULL_DISK_MODULE = '''
+import errno
+import sys
+
+import keras
+
+
+def build_model(spec):
+    """The driver builds it to size the batch; the trainer's process finds its disk full."""
+    if getattr(sys.modules["__main__"].__spec__, "name", "") == "components.training.process":
+        raise OSError(errno.ENOSPC, "No space left on device", "/srv/out/model_run/checkpoint")
+    inputs = keras.Input((spec.input_width,), name="x")
+    outputs = keras.layers.Dense(spec.num_classes, activation="softmax")(inputs)
+    return keras.Model(inputs, outputs)
+'''
+
+
+def test_a_full_disk_in_the_trainer_process_ends_the_run_in_one_line_exit_2(tmp_path):
+    """ENOSPC in a child process (simulated: the trainer's model module raises it; a real
+    300 MB tmpfs filled mid-run gave the same line, RESULTS.md) reaches the user as one line
+    naming the device and the path, exit 2; the log it names exists."""
+    module = tmp_path / "full_disk.py"
+    module.write_text(FULL_DISK_MODULE)
+    data = tmp_path / "t.csv"
+    rng = np.random.default_rng(0)
+    data.write_text(
+        "a,b,label\n" + "".join(f"{rng.normal():.3f},{i % 5},{i % 2}\n" for i in range(300))
+    )
+    out = tmp_path / "out"
+    result = run_cli(
+        "run", "--data", str(data), "--output", str(out), "--model-module", str(module),
+        "--train-steps", "5", "--tflite", "none", "--speed-rounds", "0",
+    )  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("amp-pipeline: error: no space left on ")
+    assert "writing /srv/out/model_run/checkpoint: " in line and "this run needs about" in line
+    assert _summary(out)["status"] == "bad_input"
+    log = (out / "logs" / "tfx.log").read_text()
+    assert "Errno 28" in log
+    assert not (out / "serving").exists()

@@ -20,6 +20,9 @@ from core.errors import EXIT_BAD_INPUT, InputError
 logger = logging.getLogger(__name__)
 
 
+LOG_TAIL_LINES = 60
+
+
 class TrainingFailed(RuntimeError):
     """The training process failed; the message carries the end of its log."""
 
@@ -72,11 +75,20 @@ def run_in_subprocess(spec: TrainSpec, chief: bool = True) -> dict:
     # The trainer dies with the run (core/child_process.py).
     proc = run_module("components.training.process", [spec_path], log_path)
     if proc.returncode != 0:
-        lines = [ln for ln in log_path.read_text().splitlines() if ln.strip()]
+        text = log_path.read_text(errors="replace") if log_path.exists() else ""
+        lines = [ln for ln in text.splitlines() if ln.strip()]
         last = lines[-1] if lines else "no output"
         if proc.returncode == EXIT_BAD_INPUT:
             raise TrainingInputError(last)
-        raise TrainingFailed(f"{last} [exit {proc.returncode}; log: {log_path}]")
+        # TFX removes a failed execution's outputs, this log with them: its end goes to the
+        # run's log, which the error names.
+        logger.error(
+            "The trainer process failed (exit %d); the end of %s:\n%s",
+            proc.returncode,
+            log_path,
+            "\n".join(lines[-LOG_TAIL_LINES:]),
+        )
+        raise TrainingFailed(f"{last} [exit {proc.returncode}; its log's end is in the run's log]")
     return json.loads((run_dir / names.FIGURES_JSON).read_text()) if chief else {}
 
 
