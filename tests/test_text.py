@@ -391,8 +391,14 @@ def test_mlp_reads_text_as_the_mean_of_its_token_embeddings_ids_exact_under_bflo
     pooled = keras.Model(model.input, model.get_layer("post_mean").output)
     rows = np.asarray(table.embeddings)[[4999, 257]]
     np.testing.assert_allclose(np.asarray(pooled(x))[0], rows.mean(axis=0), atol=1e-2)
-    # The dense columns are the two numbers only: every Dense layer reads the concatenation.
-    assert model.get_layer("columns_0_2").output.shape[-1] == 2
+    # The hidden layers read the two numbers only; the text's mean goes to the output layer
+    # beside them (fastText's linear text model, wide and deep).
+    assert model.get_layer("dense_columns").output.shape[-1] == 2
+    joined = model.get_layer("deep_and_text")
+    assert [t.name for t in joined.input] == [
+        model.get_layer("hidden_1").output.name,
+        model.get_layer("post_mean").output.name,
+    ]
 
 
 @pytest.mark.parametrize("name", ["transformer", "cnn"])
