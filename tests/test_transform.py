@@ -47,3 +47,27 @@ def test_the_executor_runs_tfxs_do_with_the_batched_processor_and_puts_tfxs_back
         pass
     assert seen == [transform.BatchedProcessor]
     assert transform_executor.TransformProcessor is original
+
+
+def test_rows_of_text_are_bounded_by_bytes_not_by_rows(monkeypatch):
+    """Tweets (140 characters) still go 8,192 to a batch; 20 KB documents go about 200 to one,
+    so a batch holds about TEXT_BATCH_BYTES of text, whatever the rows count as values."""
+    import json
+
+    table = _schema(*([[1]] * 3), [1])  # narrow: the text is one value per row
+    tweets = {"text_features": ["t"], "text_figures": {"t": {"mean_chars": 140.0}}}
+    documents = {"text_features": ["t"], "text_figures": {"t": {"mean_chars": 20_000.0}}}
+    assert transform.text_batch_rows(tweets) == transform.BATCH_ROWS
+    rows = transform.text_batch_rows(documents)
+    assert rows == transform.TEXT_BATCH_BYTES // 20_000 == 209
+    assert transform.text_batch_rows({"text_features": []}) is None
+    seen = []
+
+    def do(self, input_dict, output_dict, exec_properties):
+        seen.append(_batch(table))
+
+    monkeypatch.setattr(transform_executor.Executor, "Do", do)
+    executor = transform.Executor(transform.Executor.Context(beam_pipeline_args=[], tmp_dir="/tmp"))
+    executor.Do({}, {}, {"custom_config": json.dumps({"data_spec": documents})})
+    assert seen == [209] and transform.BatchedProcessor.text_rows is None  # reset after
+    assert _batch(table) == transform.BATCH_ROWS

@@ -327,7 +327,11 @@ def _text_facts(texts, columns, options, fmt) -> tuple[int, dict, list[str]]:
     figures, notices = {}, []
     for name in texts:
         found = text.length_figures(lengths[name], max_tokens)
-        figures[name] = {**found, "sampled_rows": len(lengths[name])}
+        figures[name] = {
+            **found,
+            "sampled_rows": len(lengths[name]),
+            "mean_chars": round(columns[name].sample_mean_length, 1),
+        }
         column = fmt.original(name)
         notices.append(
             f"column {column!r} is text: {found['p50']} tokens per value at the median, "
