@@ -8,8 +8,10 @@ import dataclasses
 CLASSIFICATION, REGRESSION = "classification", "regression"
 CATEGORY_TOP_K = 100_000  # a categorical feature's vocabulary: its most frequent values
 # The other values share one id (no hashed buckets: a device maps values to ids with the
-# shipped vocabulary alone, no FarmHash), as text tokens do.
+# shipped vocabulary alone, no FarmHash), as text tokens do; id 0 is a missing cell
+# (components/data/categories.py): a category has its vocabulary's size + 2 ids.
 CATEGORY_OOV_BUCKETS = 1
+CATEGORY_IDS_BEYOND_VOCABULARY = 2  # missing (0) and out-of-vocabulary (the last)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -212,7 +212,127 @@ def test_a_module_gets_category_sizes_before_transform_has_run(tmp_path):
     data = prepare(str(path), "rating", tmp_path / "w")
     spec = model_spec(data, feature_width(data))
     assert spec.categorical_features == ("userId", "movieId")
-    assert spec.categorical_sizes == (100_001, 100_001)
+    assert spec.categorical_sizes == (100_002, 100_002)
     ref = ModuleRef(ref=str(ROOT / "examples" / "two_tower.py"))
     model = user_module.build(ref, user_module.load(ref), spec)
-    assert model.get_layer("user_table").input_dim == 100_001
+    assert model.get_layer("user_table").input_dim == 100_002
+
+
+def _example(**features) -> bytes:
+    import tensorflow as tf
+
+    feature = {}
+    for name, value in features.items():
+        if value is None:
+            continue
+        if isinstance(value, int):
+            feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
+        else:
+            feature[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def test_the_python_encoder_gives_transforms_ids_missing_apart_from_any_value(tmp_path):
+    """Transform's category and bag ids (preprocessing.category_ids, bag_ids) against the
+    device rule (components/data/categories.py) on values the train split has and has not: a
+    missing integer ID is id 0, not the ID 0's id; unknown values share the out-of-vocabulary
+    id; bag values are stripped of ASCII whitespace, empty parts dropped."""
+    import apache_beam as beam
+    import tensorflow as tf
+    import tensorflow_transform as tft
+    import tensorflow_transform.beam as tft_beam
+    from tensorflow_transform.tf_metadata import schema_utils
+    from tfx_bsl.public import tfxio
+
+    from components.data import categories, preprocessing
+
+    feature_spec = {
+        "user": tf.io.VarLenFeature(tf.int64),
+        "city": tf.io.VarLenFeature(tf.string),
+        "genres": tf.io.VarLenFeature(tf.string),
+    }
+    schema = schema_utils.schema_from_feature_spec(feature_spec)
+
+    def preprocessing_fn(inputs):
+        return {
+            "user": preprocessing.category_ids(inputs["user"], "user"),
+            "city": preprocessing.category_ids(inputs["city"], "city"),
+            "genres": preprocessing.bag_ids(inputs["genres"], "genres", 3, "|"),
+        }
+
+    train = [
+        _example(user=u, city=c, genres=g)
+        for u, c, g in [
+            (0, "Paris", "Action|Comedy"), (1, "Lyon", " Drama |Action"), (1, "Paris", "Action"),
+            (2, None, "Comedy||"), (None, "Nice", None), (0, "Paris", "Drama| Comedy"),
+        ]
+    ]  # fmt: skip
+    source = tfxio.TFExampleBeamRecord(physical_format="inmem", schema=schema)
+    with beam.Pipeline() as p, tft_beam.Context(temp_dir=str(tmp_path / "tmp")):
+        raw = p | beam.Create(train) | source.BeamSource()
+        transform_fn = (raw, source.TensorAdapterConfig()) | tft_beam.AnalyzeDataset(
+            preprocessing_fn
+        )
+        _ = transform_fn | tft_beam.WriteTransformFn(str(tmp_path / "transform"))
+    output = tft.TFTransformOutput(str(tmp_path / "transform"))
+    vocab = {
+        name: [
+            line.rstrip("\n")
+            for line in open(output.vocabulary_file_by_name(file), encoding="utf-8")  # noqa: SIM115
+        ]
+        for name, file in (
+            ("user", preprocessing.category_vocab("user")),
+            ("city", preprocessing.category_vocab("city")),
+            ("genres", preprocessing.bag_vocab("genres")),
+        )
+    }
+    rows = [
+        (0, "Paris", "Action|Comedy"), (None, None, None), (7, "Oslo", "Western| Action |"),
+        (2, "Lyon", "Comedy|Comedy|Drama|Action"), (1, "", "  |  "),
+    ]  # fmt: skip
+    parsed = tf.io.parse_example(
+        [_example(user=u, city=c, genres=g) for u, c, g in rows], feature_spec
+    )
+    transformed = output.transform_raw_features(parsed)
+    users, cities, genres = zip(*rows, strict=True)
+    assert np.asarray(transformed["user"]).reshape(-1).tolist() == categories.encode_categories(
+        users, vocab["user"]
+    )
+    assert np.asarray(transformed["city"]).reshape(-1).tolist() == categories.encode_categories(
+        cities, vocab["city"]
+    )
+    assert np.asarray(transformed["genres"]).tolist() == categories.encode_bags(
+        genres, vocab["genres"], "|", 3
+    )
+    user_ids = categories.encode_categories(users, vocab["user"])
+    assert user_ids[1] == categories.MISSING_ID == 0 and user_ids[0] != 0  # missing != ID 0
+    assert user_ids[2] == categories.oov_id(len(vocab["user"]))  # an ID never seen
+    assert categories.encode_bags(["Western| Action |"], vocab["genres"], "|", 3)[0][1:] == [
+        vocab["genres"].index("Action") + 1,
+        0,
+    ]
+
+
+def test_in_training_a_stated_share_of_ids_reads_as_out_of_vocabulary():
+    """components/data/categories.py OOV_SHARE of the category and bag ids, never a missing
+    cell or padding, never another column: the out-of-vocabulary row is trained."""
+    import tensorflow as tf
+
+    from components.data.categories import OOV_SHARE
+    from components.training.job import with_oov_share
+
+    rng = np.random.default_rng(0)
+    x = np.zeros((20_000, 5), np.float32)
+    x[:, 0] = rng.normal(size=20_000)  # a number
+    x[:, 1] = rng.integers(0, 50, 20_000)  # a category (0: missing), oov id 51
+    x[:, 2:4] = rng.integers(0, 8, (20_000, 2))  # a bag of 2 (0: padding), oov id 9
+    x[:, 4] = rng.integers(1, 30, 20_000)  # token ids of a text: not touched
+    ds = tf.data.Dataset.from_tensor_slices((x, np.zeros(20_000))).batch(500)
+    out = np.concatenate(
+        [b for b, _ in with_oov_share(ds, {1: 51, 2: 9, 3: 9}, 5, seed=3).as_numpy_iterator()]
+    )
+    changed = out != x
+    assert not changed[:, [0, 4]].any() and not changed[x == 0].any()
+    assert set(out[:, 1][changed[:, 1]]) == {51.0} and set(out[:, 2:4][changed[:, 2:4]]) == {9.0}
+    share = changed[:, 1:4].sum() / (x[:, 1:4] > 0).sum()
+    assert abs(share - OOV_SHARE) < 0.003, share

@@ -72,7 +72,8 @@ def test_a_price_label_is_trained_as_regression_and_gated_on_its_errors(gems_run
 
     saved = next((out / "tfx" / "TrainerAmp").rglob("model.keras"))
     embedding = keras.saving.load_model(saved).get_layer("dealer_id_embedding")
-    assert embedding.input_dim == 61 and embedding.embeddings.dtype == "float32"  # 60 + other
+    # Missing (0), the 60 dealers, any other.
+    assert embedding.input_dim == 62 and embedding.embeddings.dtype == "float32"
     tags = keras.saving.load_model(saved).get_layer("tags_embedding")
     assert tags.input_dim == 7  # padding, 5 tags, any other
     for twin in ("fp32", "amp"):
@@ -104,8 +105,14 @@ def test_a_price_label_is_trained_as_regression_and_gated_on_its_errors(gems_run
     # The dealers' vocabulary ships with the TFLite models: a device maps IDs to ids with it.
     bag, category = sidecar["input"]["categories"]
     shipped = (ROOT / pushed / "tflite" / category["vocabulary_file"]).read_text().splitlines()
-    assert category["feature"] == "dealer_id" and len(shipped) == 60 == category["oov_id"]
+    assert category["feature"] == "dealer_id" and len(shipped) == 60 == category["oov_id"] - 1
+    assert category["missing_id"] == 0 and "line i (from 0)" in category["rule"]
     assert bag["feature"] == "tags" and bag["separator"] == "|" and bag["vocabulary_size"] == 5
+    assert bag["kind"] == "bag" and "strip each part of ASCII whitespace" in bag["rule"]
+    # The gate ran the device encoder (components/data/categories.py) on the eval sample: the
+    # ids it makes with the shipped vocabularies are Transform's.
+    encoder = rules["tflite_encoder"]
+    assert encoder["passed"] and encoder["n"] > 250 and "all" in encoder["detail"]
     # MLflow has the errors.
     from mlflow import MlflowClient
 

@@ -44,7 +44,7 @@ def test_a_text_csv_trains_bert_under_amp_and_is_gated(text_run):
     # The tokenizer and every variant read the stated sample: the first 100 eval examples.
     assert rule["passed"] and rule["value"] == 1.0 and rule["n"] == 100
     (feature,) = decision["tokenizer"]["features"]
-    assert feature["identical"] == feature["texts"] == rule["n"]
+    assert feature["identical"] == feature["checked"] == rule["n"] and feature["kind"] == "text"
     assert summary["exports"]["tflite"]["float32"]["n"] == 100
     assert "parity on 100 examples in" in result.stdout
     through = decision["tokenizer"]["tflite_through_tokenizer"]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from components.data import csv_format, text
+from components.data import categories, csv_format, text
 from components.data.csv_format import CsvFormat
 from core.errors import InputError
 from core.names import sanitize_names
@@ -406,7 +406,8 @@ def _sample(batch, columns: dict[str, _Column], separator: str = "|") -> None:
                 1 for t in texts if csv_format.parse_number(t) is not None
             ) / len(texts)
             col.sample_multi = sum(1 for t in texts if separator in t) / len(texts)
-            col.sample_parts = max(len([p for p in t.split(separator) if p.strip()]) for t in texts)
+            # A bag's values per cell, by the device rule (components/data/categories.py).
+            col.sample_parts = max(len(categories.bag_values(t, separator)) for t in texts)
         elif col.kind == "int":
             mm = pc.min_max(batch.column(name)).as_py()
             col.span = float(mm["max"] - mm["min"] + 1)

@@ -33,7 +33,12 @@ import tensorflow_transform as tft
 
 from components.data import text
 from components.models.user_module import ModelSpec
-from core.data_spec import CATEGORY_OOV_BUCKETS, CATEGORY_TOP_K, DataSpec
+from core.data_spec import (
+    CATEGORY_IDS_BEYOND_VOCABULARY,
+    CATEGORY_OOV_BUCKETS,
+    CATEGORY_TOP_K,
+    DataSpec,
+)
 from core.names import FEATURES_KEY, LABEL_KEY
 
 VOCAB_TOP_K = 16
@@ -171,18 +176,22 @@ def category_vocab(feature: str) -> str:
 
 
 def category_ids(raw, name: str) -> tf.Tensor:
-    """[batch, 1] int64 ids of a categorical feature's values: 0.. for its vocabulary (most
-    frequent first), then one id (len(vocabulary)) for any value not in it. A missing value is
-    the category '' (strings) or '0' (integers)."""
+    """[batch, 1] int64 ids of a categorical feature's values (components/data/categories.py):
+    0 for a missing cell, 1.. for its vocabulary (most frequent first), len(vocabulary) + 1 for
+    any value not in it. Integers are looked up as their decimal text; a missing integer is not
+    the ID 0."""
+    present = _present_mask(raw)
     values = _dense(raw, "" if raw.dtype == tf.string else 0)
     if values.dtype != tf.string:
         values = tf.strings.as_string(values)
-    return tft.compute_and_apply_vocabulary(
-        values,
+    present = tf.logical_and(present, tf.strings.length(values) > 0)
+    ids = tft.compute_and_apply_vocabulary(
+        tf.where(present, values, ""),  # tft leaves empty strings out of the vocabulary
         top_k=CATEGORY_TOP_K,
         num_oov_buckets=CATEGORY_OOV_BUCKETS,
         vocab_filename=category_vocab(name),
     )
+    return tf.where(present, ids + 1, tf.zeros_like(ids))
 
 
 def vocab_filename(feature: str) -> str:
@@ -255,7 +264,7 @@ def model_spec(spec: DataSpec, width: int, custom_preprocessing: bool = False) -
         categorical_features=categorical,
         # Upper bounds until Transform has built the vocabularies (components/training/job.py
         # replaces them with their sizes).
-        categorical_sizes=(CATEGORY_TOP_K + CATEGORY_OOV_BUCKETS,) * len(categorical),
+        categorical_sizes=(CATEGORY_TOP_K + CATEGORY_IDS_BEYOND_VOCABULARY,) * len(categorical),
         bag_features=bags,
         bag_sizes=(CATEGORY_TOP_K + 2,) * len(bags),
         vocab_size=spec.vocab_size,

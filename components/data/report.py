@@ -72,8 +72,8 @@ def format_data(data: DataSpec) -> str:
     for name in data.categorical_features:
         lines.append(
             f"category     {data.original_name(name)!r}: a vocabulary of its values (the "
-            f"{CATEGORY_TOP_K:,} most frequent, then {CATEGORY_OOV_BUCKETS} id for any "
-            "other) and a learned embedding"
+            f"{CATEGORY_TOP_K:,} most frequent, {CATEGORY_OOV_BUCKETS} id for any other, id 0 "
+            "for a missing cell) and a learned embedding"
         )
     for name, length in data.bag_features:
         lines.append(

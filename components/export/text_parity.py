@@ -1,4 +1,5 @@
-"""The device tokenizer against the Transform graph, on the eval split.
+"""The device tokenizer and the device encoder of categories and bags against the Transform
+graph, on the eval split.
 
 A TFLite model of a text model takes token ids: a device app tokenises with the rule of
 components/data/text.py and the vocabulary shipped next to the `.tflite` files. This check takes
@@ -10,6 +11,11 @@ checked: the first examples of the eval split, as many as the trainer's TFLite p
 (`--tflite-parity-examples`, 5,000 by default; the check runs Python per text and every TFLite
 variant per example; it compares two implementations of one rule, so a bounded sample of real
 texts is its evidence, and the report says how many it read).
+
+Categories and bags are checked the same way with components/data/categories.py and the
+vocabularies shipped beside the TFLite models (the sidecar's `categories`): the gate's
+`tflite_encoder` rule rejects a candidate whose device ids differ from Transform's on any eval
+example it read, and the TFLite variants then run on ids made by both encoders.
 """
 
 from __future__ import annotations
@@ -39,6 +45,12 @@ def has_text(saved_model_dir: str | Path) -> bool:
     return bool(card and card["input"].get("text"))
 
 
+def has_device_encoding(saved_model_dir: str | Path) -> bool:
+    """Whether the model's TFLite models take ids a device makes: token, category or bag ids."""
+    card = sidecar(saved_model_dir)
+    return bool(card and (card["input"].get("text") or card["input"].get("categories")))
+
+
 def sample_size(figures: dict) -> int:
     """How many eval examples to check: as many as the trainer's TFLite parity measured."""
     from components.export.tflite import PARITY_EXAMPLES
@@ -57,15 +69,54 @@ def _texts(examples: list[bytes], feature: str) -> list[str]:
     return out
 
 
+def _cells(examples: list[bytes], feature: str) -> list:
+    """Each example's cell of `feature` as the CSV gave it: a string, an integer, or None."""
+    import tensorflow as tf
+
+    out = []
+    for record in examples:
+        feature_proto = tf.train.Example.FromString(record).features.feature.get(feature)
+        if feature_proto is None:
+            out.append(None)
+        elif feature_proto.bytes_list.value:
+            out.append(feature_proto.bytes_list.value[0].decode("utf-8"))
+        elif feature_proto.int64_list.value:
+            out.append(int(feature_proto.int64_list.value[0]))
+        else:
+            out.append(None)
+    return out
+
+
+def _compare(kind: str, column: str, raw: list, ids: np.ndarray, transform: np.ndarray) -> dict:
+    """How many examples' device ids equal Transform's, and the first that does not."""
+    differs = np.flatnonzero((ids != transform).any(axis=1))
+    first = None
+    if len(differs):
+        i = differs[0]
+        first = {
+            "text" if kind == "text" else "value": str(raw[i])[:200],
+            "device": ids[i].astype(int).tolist()[:16],
+            "transform": transform[i].astype(int).tolist()[:16],
+        }
+    return {
+        "kind": kind,
+        "feature": column,
+        "checked": len(raw),
+        "identical": int(len(raw) - len(differs)),
+        "first_difference": first,
+    }
+
+
 def check(saved_model_dir: str | Path, examples: list[bytes], batch: int = 512) -> dict | None:
     """Tokenizer and TFLite-through-tokenizer parity on `examples`; None for a model without
     text features or without TFLite models."""
     import tensorflow as tf
 
+    from components.data import categories
     from components.export.tflite import TFLiteRunner
 
     card = sidecar(saved_model_dir)
-    if not card or not card["input"].get("text") or not examples:
+    if not card or not examples or not has_device_encoding(saved_model_dir):
         return None
     loaded = tf.saved_model.load(str(saved_model_dir))
     transform = loaded.signatures[names.TRANSFORM_SIGNATURE]
@@ -81,28 +132,24 @@ def check(saved_model_dir: str | Path, examples: list[bytes], batch: int = 512) 
     x, served_ids = np.concatenate(xs), np.concatenate(served).reshape(-1)
     tokenized = x.copy()
     features = []
-    for t in card["input"]["text"]:
+    folder = Path(saved_model_dir) / "tflite"
+    for t in card["input"].get("text") or []:
         start, stop = t["x_columns"]
-        vocabulary = text.read_vocabulary(Path(saved_model_dir) / "tflite" / t["vocabulary_file"])
+        vocabulary = text.read_vocabulary(folder / t["vocabulary_file"])
         raw = _texts(examples, t["feature"])
         ids = np.array(text.encode_all(raw, vocabulary, t["max_tokens"]), np.float32)
-        differs = np.flatnonzero((ids != x[:, start:stop]).any(axis=1))
-        features.append(
-            {
-                "feature": t["column"],
-                "texts": len(raw),
-                "identical": int(len(raw) - len(differs)),
-                "first_difference": (
-                    {
-                        "text": raw[differs[0]][:200],
-                        "tokenizer": ids[differs[0]].astype(int).tolist()[:16],
-                        "transform": x[differs[0], start:stop].astype(int).tolist()[:16],
-                    }
-                    if len(differs)
-                    else None
-                ),
-            }
-        )
+        features.append(_compare("text", t["column"], raw, ids, x[:, start:stop]))
+        tokenized[:, start:stop] = ids
+    for c in card["input"].get("categories") or []:
+        start, stop = c["x_columns"]
+        vocabulary = text.read_vocabulary(folder / c["vocabulary_file"])
+        raw = _cells(examples, c["feature"])
+        if c["kind"] == "bag":
+            encoded = categories.encode_bags(raw, vocabulary, c["separator"], c["values_kept"])
+        else:
+            encoded = [[i] for i in categories.encode_categories(raw, vocabulary)]
+        ids = np.array(encoded, np.float32).reshape(len(raw), stop - start)
+        features.append(_compare(c["kind"], c["column"], raw, ids, x[:, start:stop]))
         tokenized[:, start:stop] = ids
     variants = {}
     for path in sorted((Path(saved_model_dir) / "tflite").glob("model_*.tflite")):

@@ -275,15 +275,15 @@ def edge_rules(
     regression: bool,
     check_tokenizer: bool = True,
 ) -> tuple:
-    """One twin's rules on what it ships: each TFLite variant's parity, the device tokenizer
-    (text models; not checked for a twin that cannot ship), and the infra validation of its
-    SavedModel."""
+    """One twin's rules on what it ships: each TFLite variant's parity, the device tokenizer and
+    encoder (text, category and bag features; not checked for a twin that cannot ship), and the
+    infra validation of its SavedModel."""
     tokenizer = (
         text_parity.check(
             serving_dir,
             gate_evidence.raw_eval_examples(examples_uri, text_parity.sample_size(figures)),
         )
-        if check_tokenizer and text_parity.has_text(serving_dir)
+        if check_tokenizer and text_parity.has_device_encoding(serving_dir)
         else None
     )
     tflite_rules = gate_regression.tflite_rules if regression else gate_rules.tflite_rules

@@ -378,30 +378,47 @@ def tflite_rules(report: dict, strict: bool = False) -> tuple[Rule, ...]:
     return tuple(rules)
 
 
+# The device encodings components.export.text_parity.check compares with Transform: the rule
+# each gets, what it encodes, its Python reference and the word for one checked value.
+DEVICE_ENCODINGS = (
+    ("tflite_tokenizer", ("text",), "tokenizer", "components/data/text.py", "texts"),
+    ("tflite_encoder", ("category", "bag"), "encoder", "components/data/categories.py", "values"),
+)
+
+
 def tokenizer_rule(report: dict | None) -> tuple[Rule, ...]:
-    """The device tokenizer gives Transform's token ids on every eval text (a deterministic
-    check: one differing text fails it). `report` is components.export.text_parity.check's
-    result; None (no text feature, or no TFLite model): no rule."""
+    """The device tokenizer gives Transform's token ids on every eval text, and the device
+    encoder Transform's category and bag ids on every eval value (deterministic checks: one
+    differing example fails its rule). `report` is components.export.text_parity.check's
+    result; None (no such feature, or no TFLite model): no rule."""
     if not report:
         return ()
-    texts = sum(f["texts"] for f in report["features"])
-    identical = sum(f["identical"] for f in report["features"])
     through = ", ".join(
         f"{v} {r['agreeing']}/{r['n']}" for v, r in report["tflite_through_tokenizer"].items()
     )
-    if identical == texts:
-        detail = (
-            f"the device tokenizer (components/data/text.py) gives Transform's token ids on "
-            f"all {texts} eval texts; TFLite on its ids agrees with the SavedModel: {through}"
-        )
-    else:
-        bad = next(f for f in report["features"] if f["identical"] < f["texts"])
-        detail = (
-            f"the device tokenizer differs from Transform on {texts - identical} of {texts} eval "
-            f"texts, first in column {bad['feature']!r}: {bad['first_difference']['text']!r}"
-        )
-    share = identical / texts if texts else 1.0
-    return (Rule("tflite_tokenizer", share, 1.0, identical == texts, detail, n=texts),)
+    rules = []
+    for name, kinds, what, where, unit in DEVICE_ENCODINGS:
+        features = [f for f in report["features"] if f.get("kind", "text") in kinds]
+        if not features:
+            continue
+        checked = sum(f["checked"] for f in features)
+        identical = sum(f["identical"] for f in features)
+        if identical == checked:
+            detail = (
+                f"the device {what} ({where}) gives Transform's ids on all {checked} eval "
+                f"{unit}; TFLite on the device's ids agrees with the SavedModel: {through}"
+            )
+        else:
+            bad = next(f for f in features if f["identical"] < f["checked"])
+            first = bad["first_difference"]
+            detail = (
+                f"the device {what} differs from Transform on {checked - identical} of "
+                f"{checked} eval {unit}, first in column {bad['feature']!r}: "
+                f"{first.get('text', first.get('value'))!r}"
+            )
+        share = identical / checked if checked else 1.0
+        rules.append(Rule(name, share, 1.0, identical == checked, detail, n=checked))
+    return tuple(rules)
 
 
 def serving_rule(report: dict) -> Rule:

@@ -372,10 +372,10 @@ def build_bert(
 
 def categorical_slices(spec) -> tuple[tuple[str, int, int, int], ...]:
     """(name, start, stop, number of ids) of each categorical feature in `x`."""
-    from core.data_spec import CATEGORY_OOV_BUCKETS, CATEGORY_TOP_K
+    from core.data_spec import CATEGORY_IDS_BEYOND_VOCABULARY, CATEGORY_TOP_K
 
     where = {name: (start, stop) for name, start, stop in spec.feature_slices}
-    sizes = spec.categorical_sizes or (CATEGORY_TOP_K + CATEGORY_OOV_BUCKETS,) * len(
+    sizes = spec.categorical_sizes or (CATEGORY_TOP_K + CATEGORY_IDS_BEYOND_VOCABULARY,) * len(
         spec.categorical_features
     )
     return tuple(

@@ -57,9 +57,9 @@ class ModelSpec:
         task: "classification" or "regression" (the label standardised: mean 0, std 1).
         categorical_features: the features whose one column of `x` holds a category id (a
             float32 value; cast it to an integer in float32, as for text, and embed it).
-        categorical_sizes: each one's number of ids (its vocabulary plus one for any other
-            value), in the same order; ids are below it. Before Transform has run
-            (`check-model`'s first look) an upper bound, 100,001.
+        categorical_sizes: each one's number of ids (0 for a missing cell, its vocabulary, one
+            for any other value), in the same order; ids are below it. Before Transform has
+            run (`check-model`'s first look) an upper bound, 100,002.
         bag_features: the multi-valued features; each one's slice of `x` (feature_slices)
             holds its values' ids as float32, 0 for padding.
         bag_sizes: each one's number of ids (padding, the vocabulary, one for any other).

@@ -186,14 +186,60 @@ def _shuffled_copy(
 def train_dataset(spec: TrainSpec, batch_size: int, seed: int, strategy=None):
     """The training batches: from memory where memory_arrays gives the split, else streamed
     from its shuffled copy (shuffled_train_files; with a multi-worker strategy, each worker
-    from Transform's files through the shuffle buffer)."""
+    from Transform's files through the shuffle buffer); a share of the category and bag ids
+    read as out-of-vocabulary (with_oov_share)."""
     arrays = memory_arrays(spec, batch_size, strategy)
     if arrays is not None:
-        return memory_dataset(*arrays, batch_size, seed)
-    if strategy is None or not multi_worker(strategy):
+        ds = memory_dataset(*arrays, batch_size, seed)
+    elif strategy is None or not multi_worker(strategy):
         files = shuffled_train_files(spec)
-        return make_dataset(files, spec.transform_output, batch_size, seed, True, compression="")
-    return make_dataset(spec.train_files, spec.transform_output, batch_size, seed, True)
+        ds = make_dataset(files, spec.transform_output, batch_size, seed, True, compression="")
+    else:
+        ds = make_dataset(spec.train_files, spec.transform_output, batch_size, seed, True)
+    columns = oov_columns(spec)
+    return with_oov_share(ds, columns, input_width(spec), seed) if columns else ds
+
+
+def oov_columns(spec: TrainSpec) -> dict[int, int]:
+    """{column of x: its out-of-vocabulary id} of every category id and bag value id."""
+    from components.models.builtin import bag_slices, categorical_slices
+
+    data = spec.data_spec
+    if not spec.transform_output or not (
+        data.get("categorical_features") or data.get("bag_features")
+    ):
+        return {}
+    mspec = model_spec(spec)
+    if not mspec.feature_slices:  # a module's own preprocessing_fn: its ids are its own
+        return {}
+    columns = {}
+    for _, start, stop, size in (*categorical_slices(mspec), *bag_slices(mspec)):
+        columns.update(dict.fromkeys(range(start, stop), size - 1))
+    return columns
+
+
+def with_oov_share(ds, columns: dict[int, int], width: int, seed: int, share: float | None = None):
+    """`ds`'s (x, y) batches with each id in `columns` (oov_columns; not a missing cell, not
+    padding) replaced by its out-of-vocabulary id with probability `share`
+    (components/data/categories.py OOV_SHARE), so that the out-of-vocabulary row learns an
+    average unseen value. Training only."""
+    import tensorflow as tf
+
+    from components.data.categories import OOV_SHARE
+
+    share = OOV_SHARE if share is None else share
+    is_id = np.zeros(width, np.float32)
+    oov = np.zeros(width, np.float32)
+    for column, oov_id in columns.items():
+        is_id[column], oov[column] = 1.0, float(oov_id)
+    is_id_t, oov_t = tf.constant(is_id > 0), tf.constant(oov)
+
+    def replace(x, y):
+        draw = tf.random.uniform(tf.shape(x), seed=seed)
+        hit = tf.logical_and(tf.logical_and(draw < share, is_id_t), x > 0)
+        return tf.where(hit, tf.broadcast_to(oov_t, tf.shape(x)), x), y
+
+    return ds.map(replace, num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def multi_worker(strategy) -> bool:
@@ -319,7 +365,7 @@ def model_spec(spec: TrainSpec):
     """The ModelSpec `build_model(spec)` receives, with the sizes of the vocabularies Transform
     built (categories, bags; for text, an embedding table no larger than what was seen)."""
     from components.data import preprocessing
-    from core.data_spec import CATEGORY_OOV_BUCKETS, DataSpec
+    from core.data_spec import CATEGORY_IDS_BEYOND_VOCABULARY, DataSpec
 
     custom = bool(spec.model_module and spec.model_module.get("preprocessing"))
     data = DataSpec.from_dict(spec.data_spec)
@@ -333,7 +379,7 @@ def model_spec(spec: TrainSpec):
     changes = {}
     if mspec.categorical_features:
         changes["categorical_sizes"] = tuple(
-            size(preprocessing.category_vocab(name)) + CATEGORY_OOV_BUCKETS
+            size(preprocessing.category_vocab(name)) + CATEGORY_IDS_BEYOND_VOCABULARY
             for name in mspec.categorical_features
         )
     if mspec.bag_features:  # padding 0, the vocabulary from 1, one id for any other value
@@ -542,8 +588,8 @@ def export_edge_models(spec: TrainSpec, model, train_ds, eval_x, eval_y) -> dict
             "`categories`), text as token ids (components/data/"
             "text.py: tokenise, look up in the vocabulary file, pad or cut)",
             "image_shape": list(data.image_shape) if data.image_shape else None,
-            "text": [v for v in shipped if v.get("kind") != "category"],
-            "categories": [v for v in shipped if v.get("kind") == "category"],
+            "text": [v for v in shipped if v.get("kind") not in ("category", "bag")],
+            "categories": [v for v in shipped if v.get("kind") in ("category", "bag")],
         },
         variants=tuple(spec.tflite_variants),
         thresholds=ParityThresholds(spec.tflite_min_agreement, spec.tflite_max_int8_drop),
@@ -555,12 +601,13 @@ def ship_vocabularies(spec: TrainSpec, data, out: Path) -> list[dict]:
     """Copies each text feature's vocabulary (`vocab_<feature>.txt`), each categorical
     feature's (`categories_<feature>.txt`) and each multi-valued feature's (`bag_<feature>.txt`)
     from Transform's output next to the TFLite models and says where their ids sit in `x`
-    (the sidecar's `text`, and `categories` for the others: `kind` "category")."""
+    (the sidecar's `text`, and `categories` for the others: `kind` "category" or "bag", with
+    the `rule` that gives their ids: components/data/categories.py)."""
     import shutil
 
     import tensorflow_transform as tft
 
-    from components.data import preprocessing, text
+    from components.data import categories, preprocessing, text
 
     if not data.text_features and not data.categorical_features and not data.bag_features:
         return []
@@ -583,16 +630,15 @@ def ship_vocabularies(spec: TrainSpec, data, out: Path) -> list[dict]:
 
     return [
         *(
-            ship(name, preprocessing.bag_vocab(name), "bag", kind="category",
-                 separator=data.bag_separator, values_kept=length,
-                 id="1 + the value's line number (0-based) in the vocabulary file; 0 pads",
-                 oov_id=lambda size: size + 1)
+            ship(name, preprocessing.bag_vocab(name), "bag", kind="bag",
+                 separator=data.bag_separator, values_kept=length, rule=categories.BAG_RULE,
+                 padding_id=categories.MISSING_ID, oov_id=categories.oov_id)
             for name, length in data.bag_features
         ),
         *(
             ship(name, preprocessing.category_vocab(name), "categories", kind="category",
-                 id="the value's line number (0-based) in the vocabulary file",
-                 oov_id=lambda size: size)
+                 rule=categories.CATEGORY_RULE, missing_id=categories.MISSING_ID,
+                 oov_id=categories.oov_id)
             for name in data.categorical_features
         ),
         *(
