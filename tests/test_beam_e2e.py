@@ -71,7 +71,25 @@ def outbound_refused(monkeypatch):
     return attempts
 
 
-def test_two_direct_workers_give_the_statistics_of_one(tmp_path, outbound_refused, caplog):
+@pytest.fixture
+def runners(monkeypatch):
+    """The Beam runner class that ran each job, in order."""
+    from apache_beam.runners.direct import direct_runner
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+
+    ran: list[str] = []
+    for cls in (fn_runner.FnApiRunner, direct_runner.BundleBasedDirectRunner):
+        original = cls.run_pipeline
+
+        def run(self, pipeline, options, original=original, name=cls.__name__):
+            ran.append(name)
+            return original(self, pipeline, options)
+
+        monkeypatch.setattr(cls, "run_pipeline", run)
+    return ran
+
+
+def test_two_direct_workers_give_the_statistics_of_one(tmp_path, outbound_refused, caplog, runners):
     caplog.set_level(logging.INFO, logger="apache_beam")
     data = prepare(None, "label", tmp_path / "data")
     single = _statistics(tmp_path, data, workers=1)
@@ -80,6 +98,8 @@ def test_two_direct_workers_give_the_statistics_of_one(tmp_path, outbound_refuse
     said = " ".join(r.getMessage() for r in caplog.records)
     assert "PrismRunner" not in said and "Downloading" not in said
     assert outbound_refused == []
+    # Every job (ExampleGen's and StatisticsGen's, at 1 and 2 workers) ran on the FnApiRunner.
+    assert runners == ["FnApiRunner"] * 4
     assert single["train"]["num_examples"] + single["eval"]["num_examples"] == 1797
     for split in ("train", "eval"):
         assert multi[split]["num_examples"] == single[split]["num_examples"]
