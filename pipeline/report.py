@@ -269,6 +269,24 @@ def plot_predicted_vs_actual(summary: dict, path: Path) -> Path | None:
     return path
 
 
+def reference_lines(summary: dict) -> list[str]:
+    """A regression label's reference baseline on the same eval examples (a figure, not a
+    rule, unless --min-gain-over-baseline asks for one)."""
+    ref = summary.get("reference")
+    if not ref:
+        return []
+    m, gain = ref["metrics"], ref.get("rmse_gain")
+    against = (
+        f"; the {ref['model']}'s RMSE is {abs(gain):.1%} {'lower' if gain >= 0 else '**higher**'}"
+        if gain is not None
+        else ""
+    )
+    return [
+        f"- Reference baseline ({ref['detail']}): RMSE {m['rmse']:.4g}, MAE {m['mae']:.4g}, "
+        f"R² {m['r2']:.4f} on the same eval examples{against}"
+    ]
+
+
 def quality_line(summary: dict) -> str:
     """Accuracy of both twins, or for regression their MAE, RMSE and R² (label units)."""
     fp32, amp = summary["fp32"], summary["amp"]
@@ -291,7 +309,7 @@ def quality_line(summary: dict) -> str:
 def parity_sample(v: dict) -> str:
     """'5,000 examples in 3.2 s': what a variant's parity read and how long it took."""
     seconds = v.get("parity_seconds")
-    timing = f" in {seconds:.1f} s" if seconds is not None else ""
+    timing = f" in {seconds:.2f} s" if seconds is not None else ""
     return f"{v.get('n', 0):,} examples{timing}"
 
 
@@ -368,6 +386,7 @@ def write_report(summary: dict, fp32: dict, amp: dict, out_dir: Path) -> dict[st
         f"**{number(summary['memory_ratio'], '.2f')}x** (recipe ratio, "
         f"{summary['fp32']['memory_method']})",
         quality_line(summary),
+        *reference_lines(summary),
         f"- Gate: {gate.get('headline') or ('passed' if gate['passed'] else 'failed')}",
         f"- Shipped: {summary.get('shipped_precision', 'amp')} twin"
         if summary.get("shipped_precision", "amp") != "none"

@@ -212,6 +212,22 @@ def trainer_summary(figures: dict, accuracy: float | None, regression: bool) -> 
     return d
 
 
+def reference_summary(fp32: dict, amp: dict, shipped: str) -> dict | None:
+    """A regression label's reference baseline (components/training/reference.py) beside the
+    model: its kind, how it was fitted, its errors on the same eval examples, and the RMSE
+    gain of the model that shipped (the AMP twin where none did) over it."""
+    reference = fp32.get("reference") or amp.get("reference")
+    if not reference or not reference.get("metrics"):
+        return None
+    model = (fp32 if shipped == "float32" else amp).get("metrics") or {}
+    ours, theirs = model.get("rmse"), reference["metrics"]["rmse"]
+    return {
+        **reference,
+        "model": "float32 twin" if shipped == "float32" else "AMP twin",
+        "rmse_gain": None if ours is None or not theirs else 1 - ours / theirs,
+    }
+
+
 def mark_tflite_outcomes(tflite: dict, rules: list[dict]) -> None:
     """Each TFLite variant's record gets its gate rule's outcome."""
     by_name = {r["name"]: r for r in rules}
@@ -339,6 +355,7 @@ def build_summary(
             "tfma_sample": decision.get("tfma_sample"),
             "decision_md": str(output_dir / names.DECISION_MD),
         },
+        "reference": reference_summary(fp32, amp, shipped),
         "exports": exports(pushed_path, edge),
         "serving": _serving(decision.get("serving", {})),
         "already_in_production": already,

@@ -750,7 +750,8 @@ def train_and_export(spec: TrainSpec, strategy=None) -> dict:
     eval_x, eval_y = dataset_arrays(eval_ds, spec.tflite_parity_examples)
     tflite = export_edge_models(spec, trained["model"], train_ds, eval_x, eval_y)
     del eval_x, eval_y
-    seed_runs = predict_every_seed(spec, xla, eval_ds, serving, trained, strategy)
+    reference = reference_baseline(spec, eval_ds) if is_regression(spec) else None
+    seed_runs = predict_every_seed(spec, xla, eval_ds, serving, trained, strategy, reference)
     diagnostics = None
     if spec.diagnose:
         from components.amp import diagnosis as amp_diagnosis
@@ -803,6 +804,7 @@ def train_and_export(spec: TrainSpec, strategy=None) -> dict:
             "from": "the train split (Transform's analyzers)",
         },
         "tflite": tflite,
+        "reference": None if reference is None else reference["figures"],
         "process_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "seeds": seed_runs,
         "distribution": distribution_figures,
@@ -883,7 +885,9 @@ def export_checked(
     return serving, layers
 
 
-def predict_every_seed(spec: TrainSpec, xla, eval_ds, serving, trained, strategy):
+def predict_every_seed(
+    spec: TrainSpec, xla, eval_ds, serving, trained, strategy, reference: dict | None = None
+):
     """The first seed's figures, every further seed trained the same way, and each seed's
     served predictions on the whole eval split (streamed batch by batch) written to
     `eval_predictions.npz` for the gate's pairs (class ids; for regression, values in the
@@ -907,14 +911,59 @@ def predict_every_seed(spec: TrainSpec, xla, eval_ds, serving, trained, strategy
             run["metrics"] = regression_metrics(labels, predicted)
         else:
             run["accuracy"] = float(np.mean(predicted == eval_y))
+    if reference is not None:
+        reference["figures"]["metrics"] = regression_metrics(labels, reference["predictions"])
     np.savez_compressed(
         Path(spec.model_run_dir) / names.EVAL_PREDICTIONS,
         labels=labels,
         predictions=np.stack(predictions).astype(np.float64 if regression else np.int64),
         seeds=np.array([r["seed"] for r in seed_runs], np.int64),
         **({"scores": np.stack(scores)} if scores else {}),
+        **({"reference": reference["predictions"]} if reference is not None else {}),
     )
     return seed_runs
+
+
+# The reference baseline reads at most this many train rows (from memory where the split is
+# trained from memory, else the first rows of Transform's files).
+REFERENCE_MAX_ROWS = 1_000_000
+
+
+def reference_baseline(spec: TrainSpec, eval_ds) -> dict | None:
+    """The regression label's reference baseline (components/training/reference.py), fitted on
+    the train split and run on every eval example: {"figures", "predictions" (label units)};
+    None with a module's own preprocessing (its `x` is its own)."""
+    import time
+
+    from components.models.builtin import bag_slices, categorical_slices
+    from components.training.reference import Reference
+
+    mspec = model_spec(spec)
+    if not mspec.feature_slices:
+        return None
+    started = time.perf_counter()
+    ids = [start for _, start, _, _ in categorical_slices(mspec)]
+    excluded = {c for _, start, stop, _ in bag_slices(mspec) for c in range(start, stop)}
+    excluded |= {
+        c for name, start, stop in mspec.feature_slices if name in mspec.text_features
+        for c in range(start, stop)
+    }  # fmt: skip
+    dense = [c for c in range(mspec.input_width) if c not in excluded and c not in ids]
+    arrays = memory_arrays(spec, 1)
+    if arrays is None:
+        plain = make_dataset(spec.train_files, spec.transform_output, 4096, 0, False)
+        arrays = dataset_arrays(plain, REFERENCE_MAX_ROWS)
+    reference = Reference(ids, dense).fit(*arrays)
+    predicted = np.concatenate([reference.predict(np.asarray(x)) for x, _ in eval_ds])
+    return {
+        "figures": {
+            "kind": reference.kind,
+            "detail": reference.describe(),
+            "train_rows": reference.rows,
+            "seconds": time.perf_counter() - started,
+        },
+        "predictions": label_units(spec, predicted),
+    }
 
 
 def predicted_answers(spec: TrainSpec, model, eval_ds) -> tuple[np.ndarray, np.ndarray | None]:

@@ -90,6 +90,24 @@ def _steps(trainer: dict) -> str:
     return f"{number(t['p50'], '.1f')}/{number(t['p90'], '.1f')}"
 
 
+def reference_line(summary: dict) -> list[str]:
+    """The regression label's reference baseline beside the model, one line."""
+    ref = summary.get("reference")
+    if not ref:
+        return []
+    m = ref["metrics"]
+    gain = ref.get("rmse_gain")
+    against = (
+        f"; the {ref['model']}'s RMSE is {abs(gain):.1%} {'lower' if gain >= 0 else 'HIGHER'}"
+        if gain is not None
+        else ""
+    )
+    return [
+        f"  reference    {ref['kind']}: RMSE {m['rmse']:.4g}, MAE {m['mae']:.4g}, "
+        f"R² {m['r2']:.4f}{against}"
+    ]
+
+
 def quality_rows(summary: dict) -> list[tuple[str, str, str]]:
     """Accuracy and its interval, or for a regression label MAE, RMSE and R² (label units)."""
     fp32, amp = summary["fp32"], summary["amp"]
@@ -190,6 +208,7 @@ def format_table(summary: dict) -> str:
     ]
     if summary.get("xla_fallback"):
         lines.append(f"  xla          fell back to off: {summary['xla_fallback']}")
+    lines += reference_line(summary)
     for item in (summary.get("data") or {}).get("tolerated", []):
         lines.append(
             f"  validation   split {item['split']!r}, {item['feature']!r}: {item['finding']}"
