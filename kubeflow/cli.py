@@ -108,7 +108,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from components.data import ingest
     from kubeflow.runner import compile_pipeline
     from pipeline import user_model
-    from pipeline.config import model_name_for
+    from pipeline.config import model_name_for, with_data_steps
 
     try:
         target = ClusterTarget(
@@ -127,6 +127,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             data = ingest.prepare(config.data, config.label, Path(tmp), csv_options=config.csv)
         config = dataclasses.replace(config, model_name=model_name_for(config, data))
+        config = with_data_steps(config, data)  # a runtime parameter's default on the cluster
         module_ref, copied = None, None
         if args.model_module:
             from kubeflow import user_module

@@ -14,7 +14,14 @@ from typing import TextIO
 from components.training.options import RECIPE_FIELDS, TrainOptions
 from core import names
 from core.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError
-from pipeline.config import RunConfig, model_for, model_name_for, model_options_for
+from pipeline.config import (
+    RunConfig,
+    model_for,
+    model_name_for,
+    model_options_for,
+    steps_text,
+    with_data_steps,
+)
 from pipeline.progress import captured_output
 from pipeline.run_lock import OutputLock, check_output
 from pipeline.signals import Interrupted, deferred, interruptible
@@ -164,6 +171,7 @@ def _run_locked(config: RunConfig) -> dict:
                 config.data, config.label, output / "data", config.image_size, config.csv
             )
             config = dataclasses.replace(config, model_name=model_name_for(config, data))
+            config = with_data_steps(config, data)
             from pipeline import user_model
 
             module_ref = user_model.check(config.model_module, data)
@@ -358,6 +366,7 @@ def write_header(terminal, config: RunConfig, data, recipe, probe: dict | None =
         from components.amp.diagnosis import probe_text
 
         terminal.write(f"  probe: {probe_text(probe)}\n")
+    terminal.write(f"  steps: {steps_text(config, data)}\n")
     for notice in data.notices:
         terminal.write(f"  note: {notice}\n")
     if (data.text_features or data.categorical_features or data.bag_features) and (

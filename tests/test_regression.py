@@ -260,3 +260,38 @@ def test_the_table_and_report_show_errors_not_accuracy():
          "max_rel_diff": 0.0505, "latency_ms": 0.015},
     )  # fmt: skip
     assert "MAE 167.9  max diff 29.3 (5.05%)" in line
+
+
+def test_the_default_training_length_is_one_pass_over_the_train_split(tmp_path):
+    """Unset, --train-steps is sized by the data: two passes over the train split (four fifths
+    of the labelled rows) at the batch, within [300, 20,000]; set, it is what it says."""
+    import dataclasses
+
+    from core.data_spec import REGRESSION, DataSpec
+    from pipeline.config import RunConfig, auto_train_steps, steps_text, with_data_steps
+
+    data = DataSpec(
+        source="r.csv", format="csv", input_base=".", input_pattern="r.csv", label="rating",
+        label_kind="float", classes=(), numeric_features=(("x", 1),), rows=73_421,
+        task=REGRESSION,
+    )  # fmt: skip
+    assert auto_train_steps(data, 64) == 1836  # ceil(2 * 58,736 / 64)
+    assert auto_train_steps(dataclasses.replace(data, rows=1797), 64) == 300
+    assert auto_train_steps(dataclasses.replace(data, rows=30_000_000), 64) == 20_000
+    assert auto_train_steps(dataclasses.replace(data, unlabelled_rows=73_421 - 8_000), 64) == 300
+    auto = with_data_steps(RunConfig(auto_train_steps=True), data)
+    assert auto.train.train_steps == 1836 and "2 passes over about 58,736 train rows" in (
+        steps_text(auto, data)
+    )
+    fixed = with_data_steps(RunConfig(), data)
+    assert fixed.train.train_steps == 300 and "(--train-steps)" in steps_text(fixed, data)
+
+
+def test_the_train_steps_flag_unset_means_sized_by_the_data():
+    from pipeline.cli import build_parser
+    from pipeline.cli.flags import run_config
+
+    unset = run_config(build_parser().parse_args(["run", "--output", "/tmp/unused"]))
+    assert unset.auto_train_steps and unset.train.train_steps == 300
+    given = run_config(build_parser().parse_args(["run", "--train-steps", "50"]))
+    assert not given.auto_train_steps and given.train.train_steps == 50

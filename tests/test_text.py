@@ -394,7 +394,7 @@ def test_mlp_reads_text_as_the_mean_of_its_token_embeddings_ids_exact_under_bflo
     # The hidden layers read the two numbers only; the text's mean goes to the output layer
     # beside them (fastText's linear text model, wide and deep).
     assert model.get_layer("dense_columns").output.shape[-1] == 2
-    joined = model.get_layer("deep_and_text")
+    joined = model.get_layer("wide_and_deep")
     assert [t.name for t in joined.input] == [
         model.get_layer("hidden_1").output.name,
         model.get_layer("post_mean").output.name,

@@ -116,26 +116,39 @@ def build_mlp(
     """A two-hidden-layer MLP for tabular data; categorical and multi-valued features (name,
     start, stop, size) are embedded first.
 
-    A text feature (name, start, stop) is fastText's text model (Joulin et al. 2016): the mean
-    of its tokens' 64-wide embeddings (`vocab_size` + 2 ids: padding, the vocabulary,
-    out-of-vocabulary) straight into the output layer, beside the hidden layers' output for the
-    other columns (a wide and deep model). Through the hidden layers the same text lost 1-3
-    points of accuracy against this on 1,000-8,614 tweets (benchmarks/RESULTS.md, "Text
-    models by size")."""
+    The output layer also reads, beside the hidden layers' output (a wide and deep model):
+    - a text feature (name, start, stop) as fastText's text model (Joulin et al. 2016): the
+      mean of its tokens' 64-wide embeddings (`vocab_size` + 2 ids: padding, the vocabulary,
+      out-of-vocabulary). Through the hidden layers the same text lost 1-3 points of accuracy
+      on 1,000-8,614 tweets (benchmarks/RESULTS.md, "Text models by size");
+    - a category's bias: one learned number per ID value (zero at the start), the per-user and
+      per-item offsets of recommender practice. With them the MLP matched the bias model on
+      InstEval and MovieLens ratings (benchmarks/RESULTS.md, "Ratings").
+    """
     inputs = keras.Input((input_dim,), name="x")
-    texts = []
+    wide = []
     for name, start, stop in text_slices:
         ids = TokenIds(start, stop, name=f"{name}_ids")(inputs)
         vectors = keras.layers.Embedding(vocab_size + 2, 64, name=f"{name}_embedding")(ids)
-        texts.append(MaskedMeanPool(name=f"{name}_mean")(vectors, ids))
+        wide.append(MaskedMeanPool(name=f"{name}_mean")(vectors, ids))
+    for name, start, stop, size in categorical:
+        ids = TokenIds(start, stop, name=f"{name}_bias_id")(inputs)
+        bias = keras.layers.Embedding(
+            size, 1, embeddings_initializer="zeros", dtype="float32", name=f"{name}_bias"
+        )(ids)
+        wide.append(keras.layers.Flatten(name=f"{name}_bias_value")(bias))
     first_text = min((start for _, start, _ in text_slices), default=input_dim)
-    parts = list(texts)
+    parts = list(wide)
     if first_text > 0:  # the other columns come first in x (text last)
         x = tabular(inputs, first_text, categorical, bags)
         x = keras.layers.Dense(width, activation="relu", name="hidden_0")(x)
         x = keras.layers.Dense(width, activation="relu", name="hidden_1")(x)
         parts.insert(0, x)
-    x = parts[0] if len(parts) == 1 else keras.layers.Concatenate(name="deep_and_text")(parts)
+    x = (
+        parts[0]
+        if len(parts) == 1
+        else keras.layers.Concatenate(dtype="float32", name="wide_and_deep")(parts)
+    )
     return keras.Model(inputs, _head(x, num_classes), name="mlp")
 
 

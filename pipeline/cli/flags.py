@@ -21,7 +21,15 @@ from components.training.options import (
 )
 from core import argtypes
 from pipeline.beam import BEAM_RUNNERS, BeamProfile
-from pipeline.config import BERT_SIZES, MODELS, PARITY_MODES, RunConfig
+from pipeline.config import (
+    AUTO_PASSES,
+    AUTO_STEPS_MAX,
+    AUTO_STEPS_MIN,
+    BERT_SIZES,
+    MODELS,
+    PARITY_MODES,
+    RunConfig,
+)
 
 POLICIES = ("auto", "autotune", "float32", "mixed_float16", "mixed_bfloat16")
 XLA_CHOICES = ("auto", "on", "off")
@@ -146,8 +154,9 @@ def add_training_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--train-steps",
         type=argtypes.positive,
-        default=TRAIN.train_steps,
-        help="training steps of each trainer (default: %(default)s)",
+        default=None,
+        help=f"training steps of each trainer (default: {AUTO_PASSES} passes over the train "
+        f"split at --batch-size, at least {AUTO_STEPS_MIN} and at most {AUTO_STEPS_MAX:,})",
     )
     p.add_argument(
         "--batch-size", type=argtypes.positive, default=TRAIN.batch_size, help="(default: 64)"
@@ -419,7 +428,11 @@ def run_config(args: argparse.Namespace, **overrides) -> RunConfig:
         ValueError: a value the config's own validation refuses.
     """
     values = _fields(RunConfig, args, skip=("train", "beam", "csv"))
-    values["train"] = TrainOptions(**_fields(TrainOptions, args, skip=RECIPE_FIELDS))
+    train = _fields(TrainOptions, args, skip=RECIPE_FIELDS)
+    if train.get("train_steps", 0) is None:  # the default: sized by the data (auto_train_steps)
+        train["train_steps"] = TRAIN.train_steps
+        values["auto_train_steps"] = True
+    values["train"] = TrainOptions(**train)
     if hasattr(args, "na_values"):
         values["csv"] = CsvOptions(**_fields(CsvOptions, args))
     if hasattr(args, "beam_runner"):
