@@ -131,6 +131,26 @@ def gate_section(summary: dict) -> list[str]:
     return [*lines, ""]
 
 
+def category_lines(categories: dict) -> list[str]:
+    """Per category: eval rows whose value the train split did not have (answered from the
+    out-of-vocabulary row), and a vocabulary cut at its cap."""
+    lines = []
+    for name, c in categories.items():
+        share = c["eval_unseen_rows"] / c["eval_rows"] if c["eval_rows"] else 0.0
+        lines.append(
+            f"- Category {name!r}: {c['vocabulary']:,} values in its vocabulary; "
+            f"{c['eval_unseen_rows']:,} of {c['eval_rows']:,} eval rows ({share:.1%}) hold one "
+            "the train split did not have, answered from the out-of-vocabulary row"
+            + (
+                f"; the vocabulary is cut at its {c['vocabulary']:,} most frequent values, the "
+                "others share the out-of-vocabulary id"
+                if c.get("capped")
+                else ""
+            )
+        )
+    return lines
+
+
 def data_section(summary: dict) -> list[str]:
     """report.md's data section: notices (excluded columns, imbalance), missing values, classes."""
     data = summary.get("data") or {}
@@ -141,6 +161,7 @@ def data_section(summary: dict) -> list[str]:
         "(tolerated, not drift)"
         for t in data.get("tolerated", [])
     ]
+    lines += category_lines(summary.get("categories") or {})
     missing = data.get("missing") or {}
     if missing:
         rows = max(data.get("rows") or 1, 1)

@@ -356,6 +356,7 @@ def build_summary(
             "decision_md": str(output_dir / names.DECISION_MD),
         },
         "reference": reference_summary(fp32, amp, shipped),
+        "categories": fp32.get("categories") or {},
         "exports": exports(pushed_path, edge),
         "serving": _serving(decision.get("serving", {})),
         "already_in_production": already,

@@ -113,6 +113,9 @@ def test_a_price_label_is_trained_as_regression_and_gated_on_its_errors(gems_run
     # ids it makes with the shipped vocabularies are Transform's.
     encoder = rules["tflite_encoder"]
     assert encoder["passed"] and encoder["n"] > 250 and "all" in encoder["detail"]
+    # report.md says how many eval rows held a dealer the train split did not have (none here).
+    report = (out / "report.md").read_text()
+    assert "- Category 'dealer_id': 60 values in its vocabulary; 0 of" in report
     # MLflow has the errors.
     from mlflow import MlflowClient
 
@@ -122,25 +125,36 @@ def test_a_price_label_is_trained_as_regression_and_gated_on_its_errors(gems_run
 
 
 def test_the_pushed_model_answers_prices_over_grpc_and_rest(gems_run, tmp_path):
+    """Twelve known rows, then the same rows from a dealer no train row had: those are answered
+    from the out-of-vocabulary row, which training taught the average dealer (1% of the train
+    ids read as out-of-vocabulary), so they land near the mean over the 60 known dealers."""
     import tensorflow as tf
 
     data, out, result = gems_run
     assert result.returncode == 0
     rows = csv_rows(data)[:12]
-    request = write_csv(tmp_path / "rows.csv", [{k: r[k] for k in r if k != "price"} for r in rows])
+    unseen = [{**r, "dealer_id": "99999"} for r in rows]
+    request = write_csv(
+        tmp_path / "rows.csv", [{k: r[k] for k in r if k != "price"} for r in rows + unseen]
+    )
     answers = predict_over_both_protocols(out / "serving" / MODEL, MODEL, request)
     pushed = json.loads((out / "run_summary.json").read_text())["exports"]["saved_model"]
-    want = (
-        tf.saved_model.load(pushed)
-        .signatures["predict_raw"](
-            carat=tf.constant([float(r["carat"]) for r in rows]),
-            depth=tf.constant([float(r["depth"]) for r in rows]),
-            cut=tf.constant([r["cut"] for r in rows]),
-            dealer_id=tf.constant([int(r["dealer_id"]) for r in rows], tf.int64),
-            tags=tf.constant([r["tags"] for r in rows]),
-        )["predictions"]
-        .numpy()
-    )
+    predict = tf.saved_model.load(pushed).signatures["predict_raw"]
+
+    def served(dealer_ids: list[int]) -> np.ndarray:
+        return (
+            predict(
+                carat=tf.constant([float(r["carat"]) for r in rows]),
+                depth=tf.constant([float(r["depth"]) for r in rows]),
+                cut=tf.constant([r["cut"] for r in rows]),
+                dealer_id=tf.constant(dealer_ids, tf.int64),
+                tags=tf.constant([r["tags"] for r in rows]),
+            )["predictions"]
+            .numpy()
+            .reshape(-1)
+        )
+
+    want = served([int(r["dealer_id"]) for r in rows])
     prices = np.array([float(r["price"]) for r in rows])
     assert np.mean(np.abs(want - prices)) < 400  # in the label's units, not standardised
     for protocol, answer in answers.items():
@@ -148,7 +162,11 @@ def test_the_pushed_model_answers_prices_over_grpc_and_rest(gems_run, tmp_path):
         lines = answer.stdout.splitlines()
         assert lines[1] == "row  prediction"
         printed = np.array([float(line.split()[1]) for line in lines[2:]])
-        np.testing.assert_allclose(printed, want, rtol=1e-4, err_msg=protocol)
+        np.testing.assert_allclose(printed[:12], want, rtol=1e-4, err_msg=protocol)
+        # Each row under every known dealer: the unseen dealer's answer is near their mean.
+        by_dealer = np.stack([served([1000 + d] * len(rows)) for d in range(60)])
+        spread = by_dealer.std(axis=0)
+        assert np.all(np.abs(printed[12:] - by_dealer.mean(axis=0)) < 0.5 * spread), protocol
 
 
 def test_a_second_run_is_judged_against_the_production_model(gems_run):

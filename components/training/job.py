@@ -751,6 +751,7 @@ def train_and_export(spec: TrainSpec, strategy=None) -> dict:
     tflite = export_edge_models(spec, trained["model"], train_ds, eval_x, eval_y)
     del eval_x, eval_y
     reference = reference_baseline(spec, eval_ds) if is_regression(spec) else None
+    category_figures = category_coverage(spec, eval_ds)
     seed_runs = predict_every_seed(spec, xla, eval_ds, serving, trained, strategy, reference)
     diagnostics = None
     if spec.diagnose:
@@ -805,6 +806,7 @@ def train_and_export(spec: TrainSpec, strategy=None) -> dict:
         },
         "tflite": tflite,
         "reference": None if reference is None else reference["figures"],
+        "categories": category_figures,
         "process_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "seeds": seed_runs,
         "distribution": distribution_figures,
@@ -922,6 +924,37 @@ def predict_every_seed(
         **({"reference": reference["predictions"]} if reference is not None else {}),
     )
     return seed_runs
+
+
+def category_coverage(spec: TrainSpec, eval_ds) -> dict:
+    """Per categorical feature: its vocabulary's size, whether it was cut at CATEGORY_TOP_K
+    (the other values then share the out-of-vocabulary id), and how many eval rows hold a value
+    the train split did not have (served from the out-of-vocabulary row)."""
+    from components.models.builtin import categorical_slices
+    from core.data_spec import CATEGORY_IDS_BEYOND_VOCABULARY, CATEGORY_TOP_K
+
+    if not spec.data_spec.get("categorical_features") or not spec.transform_output:
+        return {}
+    mspec = model_spec(spec)
+    if not mspec.feature_slices:
+        return {}
+    slices = categorical_slices(mspec)
+    unseen = dict.fromkeys((name for name, *_ in slices), 0)
+    rows = 0
+    for x, _ in eval_ds:
+        x = np.asarray(x)
+        rows += len(x)
+        for name, start, _, size in slices:
+            unseen[name] += int(np.sum(np.rint(x[:, start]) == size - 1))
+    return {
+        name: {
+            "vocabulary": size - CATEGORY_IDS_BEYOND_VOCABULARY,
+            "capped": size - CATEGORY_IDS_BEYOND_VOCABULARY >= CATEGORY_TOP_K,
+            "eval_unseen_rows": unseen[name],
+            "eval_rows": rows,
+        }
+        for name, _, _, size in slices
+    }
 
 
 # The reference baseline reads at most this many train rows (from memory where the split is
