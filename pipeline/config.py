@@ -192,7 +192,7 @@ AUTO_STEPS_MAX = 20_000
 
 
 def auto_train_steps(data: DataSpec, batch_size: int) -> int:
-    train_rows = (data.rows - data.unlabelled_rows) * 4 // 5
+    train_rows = labelled_rows(data) * 4 // 5
     steps = -(-AUTO_PASSES * train_rows // batch_size)
     return max(AUTO_STEPS_MIN, min(AUTO_STEPS_MAX, steps))
 
@@ -211,13 +211,21 @@ def steps_text(config: RunConfig, data: DataSpec) -> str:
     steps = config.train.train_steps
     if not config.auto_train_steps:
         return f"{steps:,} training steps (--train-steps)"
-    train_rows = (data.rows - data.unlabelled_rows) * 4 // 5
+    train_rows = labelled_rows(data) * 4 // 5
     return (
         f"{steps:,} training steps: {AUTO_PASSES} passes over about {train_rows:,} train rows "
         f"at batch "
         f"{config.train.batch_size}, within [{AUTO_STEPS_MIN}, {AUTO_STEPS_MAX:,}] "
         "(--train-steps sets it)"
     )
+
+
+# `--model auto` on text: the BERT-style encoder from this many labelled rows, fastText's bag of
+# embeddings (the mlp) below. Measured on public tweets (benchmarks/RESULTS.md, "Text models by
+# size"): at 1,000 rows the mlp led by 4.4 points; at 4,000 it led by 1.9 on one label and
+# trailed by 4.0 on another (both within 2.3 points of TF-IDF + logistic regression, the BERT
+# encoder 4.1 points short on the first); at 8,614 the encoder led by 0.7 and at 19,332 by 8.5.
+TEXT_ENCODER_MIN_ROWS = 5_000
 
 
 def model_for(config: RunConfig, data: DataSpec) -> str:
@@ -227,8 +235,30 @@ def model_for(config: RunConfig, data: DataSpec) -> str:
     if config.model != "auto":
         return config.model
     if data.text_features:
-        return "bert"
+        return "bert" if labelled_rows(data) >= TEXT_ENCODER_MIN_ROWS else "mlp"
     return "cnn" if data.image_shape is not None else "mlp"
+
+
+def labelled_rows(data: DataSpec) -> int:
+    return data.rows - data.unlabelled_rows
+
+
+def model_reason(config: RunConfig, data: DataSpec) -> str | None:
+    """Why `--model auto` chose the text model it chose, for the run's header."""
+    if config.model_module or config.model != "auto" or not data.text_features:
+        return None
+    rows = labelled_rows(data)
+    if rows >= TEXT_ENCODER_MIN_ROWS:
+        return (
+            f"the BERT-style encoder for text: {rows:,} labelled rows, at least "
+            f"{TEXT_ENCODER_MIN_ROWS:,} (below, fastText's bag of embeddings matched or beat it; "
+            "--model mlp chooses that)"
+        )
+    return (
+        f"fastText's bag of embeddings (the mlp) for text: {rows:,} labelled rows, under "
+        f"{TEXT_ENCODER_MIN_ROWS:,}, where it matched or beat the BERT-style encoder trained "
+        "from scratch (--model bert chooses that)"
+    )
 
 
 def model_options_for(config: RunConfig, model: str) -> dict:

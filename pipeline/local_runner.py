@@ -19,6 +19,7 @@ from pipeline.config import (
     model_for,
     model_name_for,
     model_options_for,
+    model_reason,
     steps_text,
     with_data_steps,
 )
@@ -366,6 +367,9 @@ def write_header(terminal, config: RunConfig, data, recipe, probe: dict | None =
         from components.amp.diagnosis import probe_text
 
         terminal.write(f"  probe: {probe_text(probe)}\n")
+    reason = model_reason(config, data)
+    if reason:
+        terminal.write(f"  model: {reason}\n")
     terminal.write(f"  steps: {steps_text(config, data)}\n")
     for notice in data.notices:
         terminal.write(f"  note: {notice}\n")

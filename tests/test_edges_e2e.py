@@ -84,6 +84,10 @@ def test_text_beside_a_regression_label_reaches_a_decision_read_on_the_regressio
     assert result.returncode in (0, 3), result.stdout + result.stderr
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["task"] == "regression" and summary["data"]["text_features"] == ["review"]
+    # 891 labelled rows: fastText's bag of embeddings, the text never fed to a dense layer.
+    assert summary["amp"]["model"] == "mlp" and "model: fastText's bag of embeddings" in (
+        result.stdout
+    )
     decision = json.loads((out / "decision.json").read_text())
     rules = {r["name"]: r for r in decision["rules"]}
     tokenizer = rules["tflite_tokenizer"]

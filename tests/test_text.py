@@ -407,3 +407,27 @@ def test_models_that_read_numbers_refuse_id_features_naming_the_model(name):
 
     with pytest.raises(ValueError, match=f"'{name}' reads every column as a number.*post"):
         build_from_spec(name, _text_spec())
+
+
+def test_auto_picks_the_text_model_by_the_labelled_rows_and_says_why():
+    import dataclasses
+
+    from core.data_spec import DataSpec
+    from pipeline.config import TEXT_ENCODER_MIN_ROWS, RunConfig, model_for, model_reason
+
+    data = DataSpec(
+        source="t.csv", format="csv", input_base=".", input_pattern="t.csv", label="label",
+        label_kind="string", classes=("neg", "pos"), numeric_features=(), rows=4_000,
+        text_features=("post",),
+    )  # fmt: skip
+    auto = RunConfig()
+    assert model_for(auto, data) == "mlp" and "fastText's bag of embeddings" in model_reason(
+        auto, data
+    )
+    big = dataclasses.replace(data, rows=TEXT_ENCODER_MIN_ROWS + 100, unlabelled_rows=50)
+    assert model_for(auto, big) == "bert" and "BERT-style encoder" in model_reason(auto, big)
+    # Unlabelled rows do not count: 5,050 rows of which 100 have no label is under 5,000.
+    short = dataclasses.replace(big, unlabelled_rows=100 + 50 + 1)
+    assert model_for(auto, short) == "mlp"
+    assert model_reason(RunConfig(model="bert"), data) is None
+    assert model_for(RunConfig(model="bert"), data) == "bert"

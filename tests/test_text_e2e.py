@@ -23,7 +23,7 @@ def text_run(tmp_path_factory):
     data = write_csv(root / "posts.csv", text_rows(800))
     out = root / "out"
     result = run_cli(
-        "run", "--data", str(data), "--output", str(out), "--train-steps", "60",
+        "run", "--data", str(data), "--output", str(out), "--train-steps", "60", "--model", "bert",
         "--tflite", "float32,int8", "--tflite-parity-examples", "100", "--speed-rounds", "0",
         "--accuracy-tolerance", "0.05", "--min-speedup", "0",
     )  # fmt: skip
