@@ -45,6 +45,8 @@ class RunConfig:
         error_tolerance: a regression label's: the largest MAE rise, as a share of float32's
             (and production's) MAE, that still promotes (GateConfig).
         recall_tolerance, auc_tolerance, class_metrics: the rare class's rules (GateConfig).
+        min_gain_over_baseline: regression: the shipped twin's MAE at least this share below
+            the reference baseline's (GateConfig); None: a figure, not a rule.
         require_amp: ship the AMP twin or nothing (`--require-amp`); by default the float32
             twin ships when AMP loses and it passes the rules that do not compare the twins
             (components/gate/twins.py).
@@ -84,6 +86,7 @@ class RunConfig:
     min_accuracy: float = GateConfig.min_accuracy
     min_speedup: float = GateConfig.min_speedup
     error_tolerance: float = GateConfig.error_tolerance
+    min_gain_over_baseline: float | None = None
     require_amp: bool = False
     recall_tolerance: float = GateConfig.recall_tolerance
     auc_tolerance: float = GateConfig.auc_tolerance
@@ -138,6 +141,7 @@ class RunConfig:
             recall_tolerance=self.recall_tolerance,
             auc_tolerance=self.auc_tolerance,
             class_metrics=self.class_metrics,
+            min_gain_over_baseline=self.min_gain_over_baseline,
         )
         if not self.serving_latency_budget_ms > 0:
             raise ValueError(

@@ -60,6 +60,7 @@ def _params(config: RunConfig, data, amp: TrainOptions) -> dict:
         "min_accuracy": config.min_accuracy,
         "min_speedup": config.min_speedup,
         "error_tolerance": config.error_tolerance,
+        "min_gain_over_baseline": config.min_gain_over_baseline,
         "task": data.task,
         "parity": config.parity,
     }

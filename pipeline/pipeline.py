@@ -412,6 +412,9 @@ def create_pipeline(
         recall_tolerance=config.recall_tolerance,
         auc_tolerance=config.auc_tolerance,
         class_metrics_for=config.class_metrics,
+        min_gain_over_baseline=(
+            -1.0 if config.min_gain_over_baseline is None else config.min_gain_over_baseline
+        ),
         # The float32 twin is served by the gate itself, only when it may ship.
         model_name=model_name_for(config, data),
         latency_budget_ms=config.serving_latency_budget_ms,

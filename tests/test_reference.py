@@ -54,3 +54,23 @@ def test_ridge_on_the_numeric_columns_fits_a_linear_target_and_ignores_id_column
     assert reference.kind == "ridge"
     np.testing.assert_allclose(reference.params[0], [1.5, -2.0, 0.0, 0.3], atol=0.02)
     assert np.sqrt(np.mean((reference.predict(x[4000:]) - y[4000:]) ** 2)) < 0.12
+
+
+def test_min_gain_over_baseline_is_a_rule_only_when_asked_and_the_estimate_decides():
+    from components.gate import regression
+    from components.gate.rules import GateConfig
+    from components.gate.stats import ErrorPairs
+
+    rng = np.random.default_rng(0)
+    reference = np.abs(rng.normal(0, 1.0, (1, 2000)))
+    better = reference * 0.9  # 10% lower mean absolute error, every example
+    pairs = ErrorPairs.from_errors(better, reference)
+    assert regression.beats_reference(pairs, GateConfig()) == ()  # a figure, not a rule
+    (asked,) = regression.beats_reference(pairs, GateConfig(min_gain_over_baseline=0.05))
+    assert (
+        asked.passed and asked.value == np.float64(-0.1).round(6) or abs(asked.value + 0.1) < 1e-9
+    )
+    (too_much,) = regression.beats_reference(pairs, GateConfig(min_gain_over_baseline=0.15))
+    assert not too_much.passed and "at least 15.00% lower" in too_much.detail
+    (none,) = regression.beats_reference(None, GateConfig(min_gain_over_baseline=0.0))
+    assert not none.passed  # asked for, and no baseline to compare: fails closed

@@ -240,6 +240,7 @@ def regression_decision(
         measurements,
         cfg,
         extra=extra[0],
+        reference=gate_evidence.versus_reference(amp_dir),
     )
     result = {
         twins.AMP: amp_result,
@@ -249,6 +250,7 @@ def regression_decision(
             fp32_production,
             cfg,
             extra=extra[1](amp_result["passed"]),
+            reference=gate_evidence.versus_reference(fp32_dir),
         ),
     }
     result["measurements"] = _measurements_record(measurements)
@@ -346,6 +348,7 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
     recall_tolerance: Parameter[float] = gate_rules.RECALL_TOLERANCE,
     auc_tolerance: Parameter[float] = gate_rules.AUC_TOLERANCE,
     class_metrics_for: Parameter[str] = "rare",
+    min_gain_over_baseline: Parameter[float] = -1.0,
     model_name: Parameter[str] = "model",
     latency_budget_ms: Parameter[float] = 500.0,
 ) -> None:
@@ -362,6 +365,8 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
         recall_tolerance,
         auc_tolerance,
         class_metrics_for,
+        # A negative value: not asked for (a Parameter cannot be None on every orchestrator).
+        None if min_gain_over_baseline < 0 else min_gain_over_baseline,
     )
     regression = task == "regression"
     fp32, amp = _figures(fp32_run), _figures(amp_run)

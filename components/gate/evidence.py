@@ -85,6 +85,17 @@ def versus_mean(amp_dir: str, mean: float) -> ErrorPairs:
     return ErrorPairs.from_errors(errors, baseline)
 
 
+def versus_reference(run_dir: str) -> ErrorPairs | None:
+    """A twin's absolute errors (seeds averaged) against the reference baseline's on the same
+    eval examples (components/training/reference.py); None where the trainer wrote none."""
+    run = load_predictions(run_dir)
+    if "reference" not in run:
+        return None
+    errors = np.abs(run["predictions"] - run["labels"])
+    baseline = np.broadcast_to(np.abs(run["reference"] - run["labels"]), errors.shape)
+    return ErrorPairs.from_errors(errors, baseline)
+
+
 def seed_pairs(fp32_dir: str, amp_dir: str) -> list[tuple[int, Paired]]:
     """(seed, pairs) for every seed both twins trained, AMP as the candidate."""
     seeds, amp_right, fp32_right = correctness(fp32_dir, amp_dir)

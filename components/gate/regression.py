@@ -56,6 +56,38 @@ def beats_mean(pairs: gate_stats.ErrorPairs | None, mean: float, candidate: str 
     )
 
 
+def beats_reference(
+    pairs: gate_stats.ErrorPairs | None, cfg: GateConfig, candidate: str = "AMP"
+) -> tuple[Rule, ...]:
+    """With `--min-gain-over-baseline G`: the candidate's MAE at least G below the reference
+    baseline's (the point estimate decides, as beats_mean; the interval is reported). Without
+    it, no rule: the baseline is a figure in the report."""
+    gain = cfg.min_gain_over_baseline
+    if gain is None:
+        return ()
+    if pairs is None or pairs.n == 0:
+        return (Rule("beats_reference", None, -gain, False, "no reference baseline to compare"),)
+    lo, hi = gate_stats.error_interval(pairs)
+    scale = pairs.reference_mae if pairs.reference_mae > 0 else math.nan
+    passed = math.isfinite(pairs.relative) and pairs.relative <= -gain
+    return (
+        Rule(
+            "beats_reference",
+            pairs.relative,
+            -gain,
+            passed,
+            f"{candidate} mean absolute error {pairs.candidate_mae:.4g} vs "
+            f"{pairs.reference_mae:.4g} for the reference baseline: {pairs.relative:+.2%}; "
+            "--min-gain-over-baseline asks "
+            f"for at least {gain:.2%} lower",
+            interval=(lo / scale, hi / scale),
+            n=pairs.n,
+            seeds=pairs.seeds,
+            test=pairs.test,
+        ),
+    )
+
+
 def production_regression(
     pairs: gate_stats.ErrorPairs | None, cfg: GateConfig, candidate: str = "AMP"
 ) -> Rule:
@@ -113,6 +145,7 @@ def decide(
     speed: Measurements,
     cfg: GateConfig,
     extra: tuple[Rule, ...] = (),
+    reference: gate_stats.ErrorPairs | None = None,
 ) -> dict:
     """Every rule's outcome and the decision: promoted only if every rule passed. `speed` is
     read by min_speedup only (throughputs, policy, side-by-side result)."""
@@ -120,6 +153,7 @@ def decide(
         [
             error_parity(parity, cfg),
             beats_mean(baseline, label_mean),
+            *beats_reference(reference, cfg),
             production_regression(production, cfg),
             min_speedup(speed, cfg),
             *extra,
@@ -133,6 +167,7 @@ def decide_float32(
     production: gate_stats.ErrorPairs | None,
     cfg: GateConfig,
     extra: tuple[Rule, ...] = (),
+    reference: gate_stats.ErrorPairs | None = None,
 ) -> dict:
     """The float32 twin's own decision on the rules that do not compare the twins: it beats
     the mean, it is no worse than production, and its `extra` (serving, tokenizer, TFLite)."""
@@ -140,6 +175,7 @@ def decide_float32(
     return decision_of(
         [
             beats_mean(baseline, label_mean, name),
+            *beats_reference(reference, cfg, name),
             production_regression(production, cfg, name),
             *extra,
         ]

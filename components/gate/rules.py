@@ -34,6 +34,9 @@ class GateConfig:
         auc_tolerance: largest drop of ROC AUC and PR AUC for a binary label (`--auc-tolerance`).
         class_metrics: `rare` (recall rules for classes under 10% of the eval examples) or
             `all` (for every class).
+        min_gain_over_baseline: regression: when set, the shipped twin's MAE must be at least
+            this share below the reference baseline's (components/training/reference.py;
+            `--min-gain-over-baseline`); None: the baseline is a figure, not a rule.
         strict: `--parity strict`: a rule whose estimate is within its threshold but whose
             interval is not (unproven) rejects; by default it promotes with that headline. An
             estimate beyond a threshold rejects either way.
@@ -47,6 +50,7 @@ class GateConfig:
     recall_tolerance: float = RECALL_TOLERANCE
     auc_tolerance: float = AUC_TOLERANCE
     class_metrics: str = "rare"
+    min_gain_over_baseline: float | None = None
 
     def __post_init__(self) -> None:
         if self.class_metrics not in ("rare", "all"):
@@ -61,6 +65,11 @@ class GateConfig:
                     f"Invalid value for argument {name}: must be in [0, 1]. "
                     f"Received: {name}={value!r}"
                 )
+        if self.min_gain_over_baseline is not None and not 0.0 <= self.min_gain_over_baseline < 1:
+            raise ValueError(
+                "Invalid value for argument min_gain_over_baseline: must be in [0, 1). "
+                f"Received: min_gain_over_baseline={self.min_gain_over_baseline!r}"
+            )
         if not self.error_tolerance >= 0.0:
             raise ValueError(
                 "Invalid value for argument error_tolerance: must be >= 0. "

@@ -87,6 +87,15 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
         "vs production), as a share of fp32's, that still promotes (default: %(default)s: 2%%)",
     )
     p.add_argument(
+        "--min-gain-over-baseline",
+        type=argtypes.fraction,
+        default=None,
+        metavar="G",
+        help="regression labels: a rule that the shipped twin's mean absolute error is at least "
+        "this share below the reference baseline's (the bias model with ID columns, else ridge); "
+        "by default the baseline is a figure in the report, not a rule",
+    )
+    p.add_argument(
         "--min-speedup",
         type=argtypes.non_negative,
         default=DEFAULTS.min_speedup,
