@@ -82,6 +82,8 @@ def edge_run(tmp_path_factory):
 def test_text_beside_a_regression_label_reaches_a_decision_read_on_the_regression_output(edge_run):
     out, result, _ = edge_run
     assert result.returncode in (0, 3), result.stdout + result.stderr
+    # The exit skips the interpreter's teardown: no TensorFlow destructor tracebacks.
+    assert "Exception ignored" not in result.stderr, result.stderr[-2000:]
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["task"] == "regression" and summary["data"]["text_features"] == ["review"]
     # 891 labelled rows: fastText's bag of embeddings, the text never fed to a dense layer.

@@ -81,3 +81,21 @@ def test_too_many_classes_to_count_is_one_line(tmp_path):
     labels = [f"user{i}" for i in range(inspection.MAX_LABEL_VALUES + 5)]
     with pytest.raises(InputError, match="more than 10,000 distinct values: too many classes$"):
         prepare(_csv(tmp_path / "c.csv", labels), "y", tmp_path / "w")
+
+
+def test_an_ordered_integer_label_trained_as_classes_suggests_regression(tmp_path):
+    from components.data.ingest import prepare
+
+    path = tmp_path / "stars.csv"
+    path.write_text("x,stars\n" + "".join(f"{i % 13},{1 + i % 5}\n" for i in range(400)))
+    spec = prepare(str(path), "stars", tmp_path / "w")
+    assert spec.task == "classification"
+    assert (
+        "label 'stars' holds the integers 1 to 5 and is trained as 5 classes; a scale of that "
+        "kind (stars, grades) can be trained as a number with --task regression"
+    ) in spec.notices
+    binary = tmp_path / "b.csv"
+    binary.write_text("x,y\n" + "".join(f"{i % 13},{i % 2}\n" for i in range(400)))
+    assert not any(
+        "--task regression" in n for n in prepare(str(binary), "y", tmp_path / "v").notices
+    )

@@ -109,6 +109,13 @@ def label_notices(label: str, counts: dict[str, int]) -> list[str]:
             f"too few to measure their accuracy ({', '.join(map(repr, small[:5]))}"
             f"{', ...' if len(small) > 5 else ''})"
         )
+    ordered = ordered_integers(counts)
+    if ordered:
+        notices.append(
+            f"label {label!r} holds the integers {ordered[0]} to {ordered[1]} and is trained as "
+            f"{len(counts)} classes; a scale of that kind (stars, grades) can be trained as a "
+            "number with --task regression"
+        )
     if len(counts) > MAX_SLICED_CLASSES:
         notices.append(
             f"label {label!r} has {len(counts)} classes: they train and are gated as one "
@@ -119,6 +126,17 @@ def label_notices(label: str, counts: dict[str, int]) -> list[str]:
 
 
 MAX_SLICED_CLASSES = 50
+
+
+def ordered_integers(counts: dict) -> tuple[int, int] | None:
+    """(lowest, highest) when the classes are at least 3 consecutive integers, else None."""
+    try:
+        values = sorted(int(str(c)) for c in counts)
+    except ValueError:
+        return None
+    if len(values) >= 3 and values == list(range(values[0], values[-1] + 1)):
+        return values[0], values[-1]
+    return None
 
 
 def decide_task(figures, asked: str, files: list[Path], fmt, label: str, where: str):

@@ -1,7 +1,5 @@
 """`python -m pipeline.cli`: the `amp-pipeline` command."""
 
-import sys
+from pipeline.cli import entry
 
-from pipeline.cli import main
-
-sys.exit(main())
+entry()
