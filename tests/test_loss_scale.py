@@ -130,7 +130,7 @@ def test_every_extra_seed_is_watched_as_the_first_one_is(monkeypatch, tmp_path):
 
     x, y = _data()
 
-    def dataset(files, transform_output, batch_size, seed, train):
+    def dataset(files, transform_output, batch_size, seed, train, compression="GZIP"):
         return tf.data.Dataset.from_tensor_slices((x, y)).batch(batch_size).repeat()
 
     monkeypatch.setattr(trainer_job, "build_fresh", poisoned)

@@ -137,6 +137,8 @@ def test_a_run_that_fails_after_tracking_started_ends_failed_with_its_reason(
         mlflow_server,
         "--experiment",
         "failing",
+        "--closed-columns",  # a new value in it is drift, which stops the run
+        "color",
     )
     assert result.returncode == 2, result.stdout + result.stderr
     summary = json.loads((out / "run_summary.json").read_text())

@@ -20,7 +20,7 @@ def test_the_bias_model_beats_the_mean_and_recovers_the_offsets():
     u, i, y, b_user, b_item = _ratings()
     x = np.column_stack([rng_noise(len(y)), u, i]).astype(np.float32)  # a number, then 2 IDs
     cut = 16_000
-    reference = Reference([1, 2], [0]).fit(x[:cut], y[:cut])
+    reference = Reference([1, 2], []).fit(x[:cut], y[:cut])
     assert reference.kind == "bias" and "2 ID column(s)" in reference.describe()
     predicted = reference.predict(x[cut:])
     rmse = np.sqrt(np.mean((predicted - y[cut:]) ** 2))
@@ -54,6 +54,24 @@ def test_ridge_on_the_numeric_columns_fits_a_linear_target_and_ignores_id_column
     assert reference.kind == "ridge"
     np.testing.assert_allclose(reference.params[0], [1.5, -2.0, 0.0, 0.3], atol=0.02)
     assert np.sqrt(np.mean((reference.predict(x[4000:]) - y[4000:]) ** 2)) < 0.12
+
+
+def test_numbers_and_ids_together_get_ridge_then_offsets_on_its_residuals():
+    """A target of a number and two IDs: ridge alone misses the IDs, the bias model alone the
+    number; together they reach the noise."""
+    u, i, y_ids, _, _ = _ratings()
+    number = np.random.default_rng(4).normal(size=len(u))
+    y = y_ids + 1.5 * number
+    x = np.column_stack([number, u, i]).astype(np.float32)
+    cut = 16_000
+
+    def rmse(ref):
+        return np.sqrt(np.mean((ref.fit(x[:cut], y[:cut]).predict(x[cut:]) - y[cut:]) ** 2))
+
+    both = Reference([1, 2], [0])
+    assert both.kind == "ridge + bias"
+    assert rmse(both) < 0.7 < min(rmse(Reference([], [0])), rmse(Reference([1, 2], [])))
+    assert "on its residuals" in both.describe()
 
 
 def test_min_gain_over_baseline_is_a_rule_only_when_asked_and_the_estimate_decides():

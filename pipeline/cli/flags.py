@@ -92,7 +92,7 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="G",
         help="regression labels: a rule that the shipped twin's mean absolute error is at least "
-        "this share below the reference baseline's (the bias model with ID columns, else ridge); "
+        "this share below the reference baseline's (ridge, then per-ID offsets on its residuals); "
         "by default the baseline is a figure in the report, not a rule",
     )
     p.add_argument(
