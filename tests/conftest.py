@@ -98,6 +98,7 @@ LONGEST_FIRST = (
     "test_regression_e2e.py",
     "test_class_change_e2e.py",
     "test_text_e2e.py",
+    "test_edges_e2e.py",
     "test_bench_jax.py",
     "test_autotune_e2e.py",
     "test_data_e2e.py",
