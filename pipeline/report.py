@@ -142,8 +142,9 @@ def category_lines(categories: dict) -> list[str]:
             f"{c['eval_unseen_rows']:,} of {c['eval_rows']:,} eval rows ({share:.1%}) hold one "
             "the train split did not have, answered from the out-of-vocabulary row"
             + (
-                f"; the vocabulary is cut at its {c['vocabulary']:,} most frequent values, the "
-                "others share the out-of-vocabulary id"
+                f"; it has more values than the vocabulary keeps: its {c['vocabulary']:,} most "
+                "frequent are kept, the others share the out-of-vocabulary id, "
+                f"{c.get('train_oov_share', 0):.1%} of the train rows read"
                 if c.get("capped")
                 else ""
             )

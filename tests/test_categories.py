@@ -336,3 +336,21 @@ def test_in_training_a_stated_share_of_ids_reads_as_out_of_vocabulary():
     assert set(out[:, 1][changed[:, 1]]) == {51.0} and set(out[:, 2:4][changed[:, 2:4]]) == {9.0}
     share = changed[:, 1:4].sum() / (x[:, 1:4] > 0).sum()
     assert abs(share - OOV_SHARE) < 0.003, share
+
+
+def test_the_report_says_how_many_eval_rows_held_an_unseen_id_and_when_a_vocabulary_was_cut():
+    from pipeline.report import category_lines
+
+    lines = category_lines(
+        {
+            "student_id": {"vocabulary": 2972, "capped": False, "eval_unseen_rows": 12,
+                           "eval_rows": 14_787},
+            "session": {"vocabulary": 100_000, "capped": True, "eval_unseen_rows": 900,
+                        "eval_rows": 20_000, "train_oov_share": 0.031},
+        }
+    )  # fmt: skip
+    assert lines[0] == (
+        "- Category 'student_id': 2,972 values in its vocabulary; 12 of 14,787 eval rows (0.1%) "
+        "hold one the train split did not have, answered from the out-of-vocabulary row"
+    )
+    assert "more values than the vocabulary keeps" in lines[1] and "3.1% of the train" in lines[1]

@@ -928,8 +928,9 @@ def predict_every_seed(
 
 def category_coverage(spec: TrainSpec, eval_ds) -> dict:
     """Per categorical feature: its vocabulary's size, whether it was cut at CATEGORY_TOP_K
-    (the other values then share the out-of-vocabulary id), and how many eval rows hold a value
-    the train split did not have (served from the out-of-vocabulary row)."""
+    (the other values then share the out-of-vocabulary id, and `train_oov_share` says on what
+    share of the train rows read), and how many eval rows hold a value the train split did not
+    have (served from the out-of-vocabulary row)."""
     from components.models.builtin import categorical_slices
     from core.data_spec import CATEGORY_IDS_BEYOND_VOCABULARY, CATEGORY_TOP_K
 
@@ -946,7 +947,7 @@ def category_coverage(spec: TrainSpec, eval_ds) -> dict:
         rows += len(x)
         for name, start, _, size in slices:
             unseen[name] += int(np.sum(np.rint(x[:, start]) == size - 1))
-    return {
+    out = {
         name: {
             "vocabulary": size - CATEGORY_IDS_BEYOND_VOCABULARY,
             "capped": size - CATEGORY_IDS_BEYOND_VOCABULARY >= CATEGORY_TOP_K,
@@ -955,6 +956,23 @@ def category_coverage(spec: TrainSpec, eval_ds) -> dict:
         }
         for name, _, _, size in slices
     }
+    if any(c["capped"] for c in out.values()):
+        x, _ = train_sample(spec)
+        for name, start, _, size in slices:
+            if out[name]["capped"]:
+                out[name]["train_oov_share"] = float(np.mean(np.rint(x[:, start]) == size - 1))
+                out[name]["train_rows_read"] = len(x)
+    return out
+
+
+def train_sample(spec: TrainSpec) -> tuple[np.ndarray, np.ndarray]:
+    """The train split's (x, y): from memory where it is trained from memory, else its first
+    REFERENCE_MAX_ROWS rows as Transform wrote them."""
+    arrays = memory_arrays(spec, 1)
+    if arrays is None:
+        plain = make_dataset(spec.train_files, spec.transform_output, 4096, 0, False)
+        arrays = dataset_arrays(plain, REFERENCE_MAX_ROWS)
+    return arrays
 
 
 # The reference baseline reads at most this many train rows (from memory where the split is
@@ -982,11 +1000,7 @@ def reference_baseline(spec: TrainSpec, eval_ds) -> dict | None:
         for c in range(start, stop)
     }  # fmt: skip
     dense = [c for c in range(mspec.input_width) if c not in excluded and c not in ids]
-    arrays = memory_arrays(spec, 1)
-    if arrays is None:
-        plain = make_dataset(spec.train_files, spec.transform_output, 4096, 0, False)
-        arrays = dataset_arrays(plain, REFERENCE_MAX_ROWS)
-    reference = Reference(ids, dense).fit(*arrays)
+    reference = Reference(ids, dense).fit(*train_sample(spec))
     predicted = np.concatenate([reference.predict(np.asarray(x)) for x, _ in eval_ds])
     return {
         "figures": {

@@ -209,6 +209,13 @@ def format_table(summary: dict) -> str:
     if summary.get("xla_fallback"):
         lines.append(f"  xla          fell back to off: {summary['xla_fallback']}")
     lines += reference_line(summary)
+    for name, c in (summary.get("categories") or {}).items():
+        if c.get("capped"):
+            lines.append(
+                f"  category     {name!r}: more values than the {c['vocabulary']:,} its "
+                f"vocabulary keeps; {c.get('train_oov_share', 0):.1%} of train rows share the "
+                "out-of-vocabulary id"
+            )
     for item in (summary.get("data") or {}).get("tolerated", []):
         lines.append(
             f"  validation   split {item['split']!r}, {item['feature']!r}: {item['finding']}"
