@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     reference = Reference([k, k + 1], list(range(k))).fit(x_train, y_train)
     print(
         f"{args.csv}: {len(y_train):,} train ratings; eval RMSE of the mean "
-        f"{float(np.sqrt(np.mean((y_mean - y_test) ** 2))):.4f}, of the bias model "
+        f"{float(np.sqrt(np.mean((y_mean - y_test) ** 2))):.4f}, of the reference baseline "
         f"{rmse(reference.predict(x_test)):.4f}"
     )
     keras.utils.set_random_seed(0)
