@@ -85,3 +85,18 @@ def test_closed_columns_name_string_or_category_columns(tmp_path):
         InputError, match=r"--closed-columns x: column 'x' is not a string or category"
     ):
         prepare(str(path), "label", tmp_path / "w2", csv_options=CsvOptions(closed_columns=("x",)))
+
+
+def test_a_rare_value_and_a_missing_cell_in_one_column_are_tolerated_together():
+    from tensorflow_metadata.proto.v0 import anomalies_pb2
+
+    result = anomalies_pb2.Anomalies()
+    info = result.anomaly_info["color"]
+    info.reason.add(type=anomalies_pb2.AnomalyInfo.ENUM_TYPE_UNEXPECTED_STRING_VALUES)
+    info.reason.add(type=anomalies_pb2.AnomalyInfo.FEATURE_TYPE_LOW_FRACTION_PRESENT)
+    (item,) = tolerate(result, vocabulary={"color"}, optional={"color"})
+    assert "out-of-vocabulary" in item["finding"] and "missing cells" in item["finding"]
+    # Not optional (complete in the file): the missing cell is a real break.
+    again = anomalies_pb2.Anomalies()
+    again.anomaly_info["color"].CopyFrom(info)
+    assert tolerate(again, vocabulary={"color"}, optional=set()) == []

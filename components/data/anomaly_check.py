@@ -95,15 +95,6 @@ PRESENCE = {
 }
 
 
-def presence_only(result, optional: set[str]) -> list[str]:
-    """Features with missing cells in the file whose only anomalies are presence and shape."""
-    return [
-        feature
-        for feature, info in result.anomaly_info.items()
-        if feature in optional and info.reason and all(r.type in PRESENCE for r in info.reason)
-    ]
-
-
 def curate(schema, optional: set[str]) -> list[str]:
     """Makes each feature of `optional` in `schema` optional: no fixed shape, no presence
     floor. Returns the names it changed."""
@@ -118,31 +109,38 @@ def curate(schema, optional: set[str]) -> list[str]:
     return changed
 
 
+CHANCE_FINDINGS = (  # (anomaly types, which features they are chance for, what to say)
+    (GUESSED_BOOLEAN, "all", "an integer SchemaGen guessed to be boolean"),
+    (
+        UNEXPECTED_STRINGS,
+        "vocabulary",
+        "values the train split does not have, read as out-of-vocabulary",
+    ),
+    (
+        PRESENCE,
+        "optional",
+        "missing cells where the train split had none (the input check counted missing cells "
+        "in the file: the column is optional)",
+    ),
+)
+
+
 def tolerate(result, vocabulary: set[str], optional: set[str]) -> list[dict]:
-    """Removes from `result` the findings that are chance, not drift (the module docstring
-    says which), and returns them as {feature, finding}."""
+    """Removes from `result` each feature whose every finding is chance, not drift (the module
+    docstring says which; a rare value and a missing cell in one column together too), and
+    returns them as {feature, finding}."""
+    groups = {"all": None, "vocabulary": vocabulary, "optional": optional}
     tolerated = []
-    for feature in guessed_booleans(result):
-        tolerated.append(
-            {"feature": feature, "finding": "an integer SchemaGen guessed to be boolean"}
-        )
-    for feature in texts_as_categories(result, vocabulary):
-        info = result.anomaly_info[feature]
-        tolerated.append(
-            {
-                "feature": feature,
-                "finding": "values the train split does not have, read as out-of-vocabulary "
-                f"({info.description[:120]})",
-            }
-        )
-    for feature in presence_only(result, optional):
-        tolerated.append(
-            {
-                "feature": feature,
-                "finding": "missing cells where the train split had none (the input check "
-                "counted missing cells in the file: the column is optional)",
-            }
-        )
+    for feature, info in list(result.anomaly_info.items()):
+        allowed = {
+            kind: text
+            for types, group, text in CHANCE_FINDINGS
+            if groups[group] is None or feature in groups[group]
+            for kind in types
+        }
+        if info.reason and all(r.type in allowed for r in info.reason):
+            said = dict.fromkeys(allowed[r.type] for r in info.reason)
+            tolerated.append({"feature": feature, "finding": "; ".join(said)})
     for item in tolerated:
         del result.anomaly_info[item["feature"]]
     return tolerated
