@@ -967,11 +967,12 @@ def category_coverage(spec: TrainSpec, eval_ds) -> dict:
 
 def train_sample(spec: TrainSpec) -> tuple[np.ndarray, np.ndarray]:
     """The train split's (x, y): from memory where it is trained from memory, else its first
-    REFERENCE_MAX_ROWS rows as Transform wrote them."""
+    rows as Transform wrote them, at most REFERENCE_MAX_ROWS and IN_MEMORY_MAX_BYTES of them."""
     arrays = memory_arrays(spec, 1)
     if arrays is None:
         plain = make_dataset(spec.train_files, spec.transform_output, 4096, 0, False)
-        arrays = dataset_arrays(plain, REFERENCE_MAX_ROWS)
+        fits = IN_MEMORY_MAX_BYTES // ((input_width(spec) + 1) * 4)
+        arrays = dataset_arrays(plain, max(1, min(REFERENCE_MAX_ROWS, fits)))
     return arrays
 
 
