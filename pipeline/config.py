@@ -216,12 +216,15 @@ def steps_text(config: RunConfig, data: DataSpec) -> str:
     if not config.auto_train_steps:
         return f"{steps:,} training steps (--train-steps)"
     train_rows = labelled_rows(data) * 4 // 5
-    return (
-        f"{steps:,} training steps: {AUTO_PASSES} passes over about {train_rows:,} train rows "
-        f"at batch "
-        f"{config.train.batch_size}, within [{AUTO_STEPS_MIN}, {AUTO_STEPS_MAX:,}] "
-        "(--train-steps sets it)"
-    )
+    passes = f"{AUTO_PASSES} passes over about {train_rows:,} train rows at batch "
+    passes += str(config.train.batch_size)
+    if steps == AUTO_STEPS_MIN:
+        why = f"at least {AUTO_STEPS_MIN} ({passes} take fewer)"
+    elif steps == AUTO_STEPS_MAX:
+        why = f"at most {AUTO_STEPS_MAX:,} ({passes} take more)"
+    else:
+        why = passes
+    return f"{steps:,} training steps: {why} (--train-steps sets it)"
 
 
 # `--model auto` on text: the BERT-style encoder from this many labelled rows, fastText's bag of

@@ -283,6 +283,11 @@ def test_the_default_training_length_is_one_pass_over_the_train_split(tmp_path):
     assert auto.train.train_steps == 1836 and "2 passes over about 58,736 train rows" in (
         steps_text(auto, data)
     )
+    small = dataclasses.replace(data, rows=1797)
+    assert steps_text(with_data_steps(RunConfig(auto_train_steps=True), small), small) == (
+        "300 training steps: at least 300 (2 passes over about 1,437 train rows at batch 64 take "
+        "fewer) (--train-steps sets it)"
+    )
     fixed = with_data_steps(RunConfig(), data)
     assert fixed.train.train_steps == 300 and "(--train-steps)" in steps_text(fixed, data)
 

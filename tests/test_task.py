@@ -91,11 +91,11 @@ def test_an_ordered_integer_label_trained_as_classes_suggests_regression(tmp_pat
     spec = prepare(str(path), "stars", tmp_path / "w")
     assert spec.task == "classification"
     assert (
-        "label 'stars' holds the integers 1 to 5 and is trained as 5 classes; a scale of that "
-        "kind (stars, grades) can be trained as a number with --task regression"
+        "label 'stars' holds the integers 1 to 5 and is trained as 5 classes; if they are an "
+        "ordered scale (stars, grades), it can be trained as a number with --task regression"
     ) in spec.notices
-    binary = tmp_path / "b.csv"
-    binary.write_text("x,y\n" + "".join(f"{i % 13},{i % 2}\n" for i in range(400)))
-    assert not any(
-        "--task regression" in n for n in prepare(str(binary), "y", tmp_path / "v").notices
-    )
+    for name, classes in (("binary", 2), ("digits", 10)):  # two classes; ten digits
+        path = tmp_path / f"{name}.csv"
+        path.write_text("x,y\n" + "".join(f"{i % 13},{i % classes}\n" for i in range(400)))
+        notices = prepare(str(path), "y", tmp_path / name).notices
+        assert not any("--task regression" in n for n in notices), name

@@ -113,8 +113,8 @@ def label_notices(label: str, counts: dict[str, int]) -> list[str]:
     if ordered:
         notices.append(
             f"label {label!r} holds the integers {ordered[0]} to {ordered[1]} and is trained as "
-            f"{len(counts)} classes; a scale of that kind (stars, grades) can be trained as a "
-            "number with --task regression"
+            f"{len(counts)} classes; if they are an ordered scale (stars, grades), it can be "
+            "trained as a number with --task regression"
         )
     if len(counts) > MAX_SLICED_CLASSES:
         notices.append(
@@ -128,13 +128,18 @@ def label_notices(label: str, counts: dict[str, int]) -> list[str]:
 MAX_SLICED_CLASSES = 50
 
 
+ORDERED_SCALE = (3, 7)  # classes of a rating scale: 1-3 to 1-7 stars, points, grades
+
+
 def ordered_integers(counts: dict) -> tuple[int, int] | None:
-    """(lowest, highest) when the classes are at least 3 consecutive integers, else None."""
+    """(lowest, highest) when the classes are 3 to 7 consecutive integers (a rating scale;
+    ten digits 0-9 are not), else None."""
     try:
         values = sorted(int(str(c)) for c in counts)
     except ValueError:
         return None
-    if len(values) >= 3 and values == list(range(values[0], values[-1] + 1)):
+    low, high = ORDERED_SCALE
+    if low <= len(values) <= high and values == list(range(values[0], values[-1] + 1)):
         return values[0], values[-1]
     return None
 
