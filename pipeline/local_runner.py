@@ -13,7 +13,7 @@ from typing import TextIO
 
 from components.training.options import RECIPE_FIELDS, TrainOptions
 from core import names
-from core.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError
+from core.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError, causes
 from pipeline.config import (
     RunConfig,
     model_for,
@@ -32,13 +32,7 @@ logger = logging.getLogger(__name__)
 
 def _find_input_error(error: BaseException) -> InputError | None:
     """The InputError behind `error` (TFX may wrap what a component raised)."""
-    seen = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        if isinstance(error, InputError):
-            return error
-        error = error.__cause__ or error.__context__
-    return None
+    return next((e for e in causes(error) if isinstance(e, InputError)), None)
 
 
 def _params(config: RunConfig, data, amp: TrainOptions) -> dict:

@@ -33,7 +33,7 @@ import shutil
 import zlib
 from pathlib import Path
 
-from core.errors import InputError
+from core.errors import InputError, causes
 
 # Measured on a 2-core Zen 4 with a 65-column CSV (benchmarks/RESULTS.md, "Scale"): the
 # driver's peak 2,072 MB at 1M rows and 2,165 MB at 3M (1,864 and 1,929 MB before Transform's
@@ -162,16 +162,13 @@ NO_SPACE = re.compile(r"No space left on device|ENOSPC|\[Errno 28\]|database or 
 
 def _no_space(error: BaseException) -> tuple[bool, str | None]:
     """Whether `error`, or an error it was raised from, is a full disk, and the path named."""
-    seen = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        if isinstance(error, OSError) and error.errno == errno.ENOSPC:
-            return True, error.filename
-        text = str(error)
+    for cause in causes(error):
+        if isinstance(cause, OSError) and cause.errno == errno.ENOSPC:
+            return True, cause.filename
+        text = str(cause)
         if NO_SPACE.search(text):  # a child process's last line, a TensorFlow error
             named = re.search(r"No space left on device: '([^']+)'", text)
             return True, named.group(1) if named else None
-        error = error.__cause__ or error.__context__
     return False, None
 
 
