@@ -276,11 +276,11 @@ def test_the_text_model_module_example_gets_the_text_facts_and_trains_under_bflo
 
 def test_eval_texts_missing_from_a_domain_of_train_texts_are_not_drift():
     """On a small text CSV SchemaGen makes the train split's texts a string domain; the eval
-    split's texts are then all 'unexpected'. Texts are not categories: only that anomaly, on a
-    text feature, is dropped."""
+    split's texts are then all 'unexpected'. Only that anomaly, on a vocabulary feature, is
+    dropped (and a boolean domain SchemaGen guessed for an integer)."""
     from tensorflow_metadata.proto.v0 import anomalies_pb2
 
-    from components.data.anomaly_check import texts_as_categories
+    from components.data.anomaly_check import tolerate
 
     result = anomalies_pb2.Anomalies()
     unexpected = anomalies_pb2.AnomalyInfo.ENUM_TYPE_UNEXPECTED_STRING_VALUES
@@ -289,7 +289,9 @@ def test_eval_texts_missing_from_a_domain_of_train_texts_are_not_drift():
     result.anomaly_info["likes"].reason.add(type=anomalies_pb2.AnomalyInfo.BOOL_TYPE_BIG_INT)
     result.anomaly_info["post2"].reason.add(type=unexpected)
     result.anomaly_info["post2"].reason.add(type=anomalies_pb2.AnomalyInfo.SCHEMA_MISSING_COLUMN)
-    assert texts_as_categories(result, {"post", "post2"}) == ["post"]
+    tolerated = tolerate(result, vocabulary={"post", "post2"}, optional=set())
+    assert {t["feature"] for t in tolerated} == {"post", "likes"}
+    assert set(result.anomaly_info) == {"city", "post2"}  # not a vocabulary feature; a break
 
 
 def test_the_encoder_passes_the_readiness_check_under_mixed_bfloat16():

@@ -56,34 +56,12 @@ GUESSED_BOOLEAN = {
 }
 
 
-def guessed_booleans(result) -> list[str]:
-    """Features whose only anomaly is a boolean domain SchemaGen guessed for an integer."""
-    return [
-        feature
-        for feature, info in result.anomaly_info.items()
-        if info.reason and all(r.type in GUESSED_BOOLEAN for r in info.reason)
-    ]
-
-
 # SchemaGen gives a string feature with few distinct values in the train split a domain of those
-# values; every eval text is then "unexpected". Texts, categories and bags of values are read
-# through a vocabulary with an out-of-vocabulary id (components/data/preprocessing.py): a value
-# the train split did not have is expected there, not drift. A string of at most 16 values
-# (inspection.ONE_HOT_MAX, one-hot) is a closed set, a country or a colour: a new value in it is
-# drift, and stops the run.
+# values; every eval text is then "unexpected". Texts, categories, bags of values and the one-hot
+# strings (at most 16 values) are read through a vocabulary with an out-of-vocabulary id
+# (components/data/preprocessing.py): a value the train split did not have is expected there,
+# not drift, unless the user declared the column closed (`--closed-columns`).
 UNEXPECTED_STRINGS = {anomalies_pb2.AnomalyInfo.ENUM_TYPE_UNEXPECTED_STRING_VALUES}
-
-
-def texts_as_categories(result, text_features: set[str]) -> list[str]:
-    """Vocabulary features (texts, categories, bags) whose only anomaly is an eval value missing
-    from a domain of the train split's values."""
-    return [
-        feature
-        for feature, info in result.anomaly_info.items()
-        if feature in text_features
-        and info.reason
-        and all(r.type in UNEXPECTED_STRINGS for r in info.reason)
-    ]
 
 
 # A column present on every train row, missing on some eval row: SchemaGen made it required
