@@ -291,22 +291,26 @@ def plot_predicted_vs_actual(summary: dict, path: Path) -> Path | None:
     return path
 
 
+def reference_figures(ref: dict, higher: str) -> tuple[str, str]:
+    """('RMSE x, MAE y, R² z', '; the AMP twin's RMSE is n% lower') of a reference baseline
+    summary; `higher` is the word for a model worse than the baseline."""
+    m, gain = ref["metrics"], ref.get("rmse_gain")
+    against = (
+        f"; the {ref['model']}'s RMSE is {abs(gain):.1%} {'lower' if gain >= 0 else higher}"
+        if gain is not None
+        else ""
+    )
+    return f"RMSE {m['rmse']:.4g}, MAE {m['mae']:.4g}, R² {m['r2']:.4f}", against
+
+
 def reference_lines(summary: dict) -> list[str]:
     """A regression label's reference baseline on the same eval examples (a figure, not a
     rule, unless --min-gain-over-baseline asks for one)."""
     ref = summary.get("reference")
     if not ref:
         return []
-    m, gain = ref["metrics"], ref.get("rmse_gain")
-    against = (
-        f"; the {ref['model']}'s RMSE is {abs(gain):.1%} {'lower' if gain >= 0 else '**higher**'}"
-        if gain is not None
-        else ""
-    )
-    return [
-        f"- Reference baseline ({ref['detail']}): RMSE {m['rmse']:.4g}, MAE {m['mae']:.4g}, "
-        f"R² {m['r2']:.4f} on the same eval examples{against}"
-    ]
+    figures, against = reference_figures(ref, "**higher**")
+    return [f"- Reference baseline ({ref['detail']}): {figures} on the same eval examples{against}"]
 
 
 def quality_line(summary: dict) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from components.gate import speed_record
 from core.fmt import number
-from pipeline.report import parity_sample
+from pipeline.report import parity_sample, reference_figures
 
 
 def speed_lines(summary: dict) -> list[str]:
@@ -95,17 +95,8 @@ def reference_line(summary: dict) -> list[str]:
     ref = summary.get("reference")
     if not ref:
         return []
-    m = ref["metrics"]
-    gain = ref.get("rmse_gain")
-    against = (
-        f"; the {ref['model']}'s RMSE is {abs(gain):.1%} {'lower' if gain >= 0 else 'HIGHER'}"
-        if gain is not None
-        else ""
-    )
-    return [
-        f"  reference    {ref['kind']}: RMSE {m['rmse']:.4g}, MAE {m['mae']:.4g}, "
-        f"R² {m['r2']:.4f}{against}"
-    ]
+    figures, against = reference_figures(ref, "HIGHER")
+    return [f"  reference    {ref['kind']}: {figures}{against}"]
 
 
 def quality_rows(summary: dict) -> list[tuple[str, str, str]]:
