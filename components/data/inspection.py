@@ -260,36 +260,39 @@ def first_text_line(path: Path, fmt: CsvFormat, column: str) -> tuple[int, str] 
     return first_line_where(path, fmt, column, lambda text: csv_format.parse_number(text) is None)
 
 
-def first_line_where(path: Path, fmt: CsvFormat, column: str, test) -> tuple[int, str] | None:
-    """(line, text) of the first present cell of `column` for which `test(text)` holds."""
+def column_cells(path: Path, fmt: CsvFormat, column: str):
+    """(line, stripped text) of `column`'s cell in each row after the header; the text is None
+    where the row is too short to hold it."""
     import csv
 
     index = fmt.names.index(column)
-    na = set(fmt.na_values)
     with csv_format.open_text(path, fmt.encoding) as f:
         reader = csv.reader(f, delimiter=fmt.delimiter)
         next(reader, None)
         for row in reader:
-            if index < len(row):
-                text = row[index].strip()
-                if text not in na and test(text):
-                    return reader.line_num, text
-    return None
+            yield reader.line_num, (row[index].strip() if index < len(row) else None)
+
+
+def first_line_where(path: Path, fmt: CsvFormat, column: str, test) -> tuple[int, str] | None:
+    """(line, text) of the first present cell of `column` for which `test(text)` holds."""
+    na = set(fmt.na_values)
+    return next(
+        (
+            (line, text)
+            for line, text in column_cells(path, fmt, column)
+            if text is not None and text not in na and test(text)
+        ),
+        None,
+    )
 
 
 def first_missing_line(path: Path, fmt: CsvFormat, column: str) -> int | None:
     """The line of the first row whose `column` cell is missing (empty or a missing marker)."""
-    import csv
-
-    index = fmt.names.index(column)
     na = set(fmt.na_values) | {""}
-    with csv_format.open_text(path, fmt.encoding) as f:
-        reader = csv.reader(f, delimiter=fmt.delimiter)
-        next(reader, None)
-        for row in reader:
-            if index >= len(row) or row[index].strip() in na:
-                return reader.line_num
-    return None
+    return next(
+        (line for line, text in column_cells(path, fmt, column) if text is None or text in na),
+        None,
+    )
 
 
 def unlabelled_rows(

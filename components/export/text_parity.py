@@ -59,16 +59,6 @@ def sample_size(figures: dict) -> int:
     return int(reference.get("examples") or PARITY_EXAMPLES)
 
 
-def _texts(examples: list[bytes], feature: str) -> list[str]:
-    import tensorflow as tf
-
-    out = []
-    for record in examples:
-        values = tf.train.Example.FromString(record).features.feature[feature].bytes_list.value
-        out.append(values[0].decode("utf-8") if values else "")
-    return out
-
-
 def _cells(examples: list[bytes], feature: str) -> list:
     """Each example's cell of `feature` as the CSV gave it: a string, an integer, or None."""
     import tensorflow as tf
@@ -136,7 +126,7 @@ def check(saved_model_dir: str | Path, examples: list[bytes], batch: int = 512) 
     for t in card["input"].get("text") or []:
         start, stop = t["x_columns"]
         vocabulary = text.read_vocabulary(folder / t["vocabulary_file"])
-        raw = _texts(examples, t["feature"])
+        raw = [cell or "" for cell in _cells(examples, t["feature"])]  # missing: empty
         ids = np.array(text.encode_all(raw, vocabulary, t["max_tokens"]), np.float32)
         features.append(_compare("text", t["column"], raw, ids, x[:, start:stop]))
         tokenized[:, start:stop] = ids
