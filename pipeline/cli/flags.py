@@ -312,53 +312,42 @@ def add_beam_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+def column_list(p: argparse.ArgumentParser, flag: str, help: str) -> None:  # noqa: A002
+    """A flag naming CSV columns, comma-separated (original or sanitised names)."""
+    p.add_argument(flag, type=argtypes.names, default=(), metavar="LIST", help=help)
+
+
 def add_csv_flags(p: argparse.ArgumentParser) -> None:
     """How CSV inputs are read: `run`, `compile`, `check-model` and `inspect` read them alike."""
     add_csv_reading_flags(p)
-    p.add_argument(
+    column_list(
+        p,
         "--keep-columns",
-        type=argtypes.names,
-        default=(),
-        metavar="LIST",
-        help="columns to keep as features although they look ID-like, constant or dates",
+        "columns to keep as features although they look ID-like, constant or dates",
     )
-    p.add_argument(
-        "--drop-columns",
-        type=argtypes.names,
-        default=(),
-        metavar="LIST",
-        help="columns never to use as features",
-    )
-    p.add_argument(
+    column_list(p, "--drop-columns", "columns never to use as features")
+    column_list(
+        p,
         "--text-columns",
-        type=argtypes.names,
-        default=(),
-        metavar="LIST",
-        help="string columns to tokenise as text, whatever they look like (by default a string "
+        "string columns to tokenise as text, whatever they look like (by default a string "
         "column of multi-word values is text)",
     )
-    p.add_argument(
+    column_list(
+        p,
         "--categorical-columns",
-        type=argtypes.names,
-        default=(),
-        metavar="LIST",
-        help="columns to use as categories (whole values, embedded past 16 of them): strings "
+        "columns to use as categories (whole values, embedded past 16 of them): strings "
         "that look like text, or integer IDs",
     )
-    p.add_argument(
+    column_list(
+        p,
         "--multi-value-columns",
-        type=argtypes.names,
-        default=(),
-        metavar="LIST",
-        help="string columns whose cells hold several values joined by --separator (by "
+        "string columns whose cells hold several values joined by --separator (by "
         "default a string column with the separator in 10%% of its values is one)",
     )
-    p.add_argument(
+    column_list(
+        p,
         "--closed-columns",
-        type=argtypes.names,
-        default=(),
-        metavar="LIST",
-        help="string columns whose values are a closed set: a value the train split does not "
+        "string columns whose values are a closed set: a value the train split does not "
         "have stops the run as drift (by default it is read as out-of-vocabulary and reported)",
     )
     p.add_argument(
