@@ -51,6 +51,14 @@ def run_once(data: str | None, label: str, policy: str, out: Path, steps: int) -
     }
 
 
+def write_report(out: Path, name: str, record: dict, lines: list[str]) -> None:
+    """`<out>/<name>.json` (the record) and `<name>.md` (the table), and the table printed."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(record, indent=2))
+    (out / f"{name}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def cpu_name() -> str:
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
@@ -99,12 +107,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{', '.join(sorted({r['shipped_precision'] for r in mine}))} | "
                 f"{', '.join(sorted({str(r['exit_code']) for r in mine}))} |"
             )
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "autotune_default.json").write_text(
-        json.dumps({"machine": machine, "steps": args.steps, "runs": runs}, indent=2)
-    )
-    (out / "autotune_default.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    record = {"machine": machine, "steps": args.steps, "runs": runs}
+    write_report(out, "autotune_default", record, lines)
     return 0
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.autotune_default import ROOT, cpu_name
+from benchmarks.autotune_default import ROOT, cpu_name, write_report
 
 
 def sample_csv(data: str, label: str, text: str, n: int, out: Path, seed: int = 0) -> Path:
@@ -125,12 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(
             f"| {row['rows']:,} | " + " | ".join(cells) + f" | {row['tfidf_logreg']:.4f} |"
         )
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "text_models.json").write_text(
-        json.dumps({"machine": machine, "data": args.data, "results": results}, indent=2)
-    )
-    (out / "text_models.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    record = {"machine": machine, "data": args.data, "results": results}
+    write_report(out, "text_models", record, lines)
     return 0
 
 
