@@ -196,8 +196,7 @@ AUTO_STEPS_MAX = 20_000
 
 
 def auto_train_steps(data: DataSpec, batch_size: int) -> int:
-    train_rows = labelled_rows(data) * 4 // 5
-    steps = -(-AUTO_PASSES * train_rows // batch_size)
+    steps = -(-AUTO_PASSES * train_rows(data) // batch_size)
     return max(AUTO_STEPS_MIN, min(AUTO_STEPS_MAX, steps))
 
 
@@ -215,8 +214,7 @@ def steps_text(config: RunConfig, data: DataSpec) -> str:
     steps = config.train.train_steps
     if not config.auto_train_steps:
         return f"{steps:,} training steps (--train-steps)"
-    train_rows = labelled_rows(data) * 4 // 5
-    passes = f"{AUTO_PASSES} passes over about {train_rows:,} train rows at batch "
+    passes = f"{AUTO_PASSES} passes over about {train_rows(data):,} train rows at batch "
     passes += str(config.train.batch_size)
     if steps == AUTO_STEPS_MIN:
         why = f"at least {AUTO_STEPS_MIN} ({passes} take fewer)"
@@ -248,6 +246,11 @@ def model_for(config: RunConfig, data: DataSpec) -> str:
 
 def labelled_rows(data: DataSpec) -> int:
     return data.rows - data.unlabelled_rows
+
+
+def train_rows(data: DataSpec) -> int:
+    """About how many rows the train split holds: four fifths of the labelled ones."""
+    return labelled_rows(data) * 4 // 5
 
 
 def model_reason(config: RunConfig, data: DataSpec) -> str | None:

@@ -71,7 +71,7 @@ class _ReadCsvFile(beam.DoFn):
         fmt = CsvFormat.from_dict(self._fmt)
         rows, last = 0, time.monotonic()
         for read in batches(Path(path), fmt):
-            batch = with_required(read, fmt) if fmt.required else read
+            batch = with_required(read, fmt)
             examples = to_examples(batch, fmt.types)
             if self._buckets:
                 keyed = row_keys(batch) % np.uint64(self._buckets)
