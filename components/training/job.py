@@ -970,10 +970,18 @@ def train_sample(spec: TrainSpec) -> tuple[np.ndarray, np.ndarray]:
     rows as Transform wrote them, at most REFERENCE_MAX_ROWS and IN_MEMORY_MAX_BYTES of them."""
     arrays = memory_arrays(spec, 1)
     if arrays is None:
-        plain = make_dataset(spec.train_files, spec.transform_output, 4096, 0, False)
         fits = IN_MEMORY_MAX_BYTES // ((input_width(spec) + 1) * 4)
-        arrays = dataset_arrays(plain, max(1, min(REFERENCE_MAX_ROWS, fits)))
+        rows = max(1, min(REFERENCE_MAX_ROWS, fits))
+        arrays = first_rows(tuple(spec.train_files), spec.transform_output, rows)
     return arrays
+
+
+@functools.lru_cache(maxsize=1)
+def first_rows(files: tuple[str, ...], transform_output: str, rows: int) -> tuple:
+    """(x, y) of the first `rows` rows of a split, read once per process (the reference
+    baseline and the category coverage both read them)."""
+    plain = make_dataset(files, transform_output, 4096, 0, False)
+    return dataset_arrays(plain, rows)
 
 
 # The reference baseline reads at most this many train rows (from memory where the split is
