@@ -8,11 +8,16 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from benchmarks.configs import BACKENDS, BENCH_MODELS, REPLICA_MODES, TRANSFORMER_SIZES
-from core import argtypes
-from core.argtypes import port, positive, positive_float
-from core.errors import EXIT_BAD_INPUT, EXIT_FAILED
-from core.names import BERT_SIZE_NAMES
+from amp_pipeline.benchmarks.speed.configs import (
+    BACKENDS,
+    BENCH_MODELS,
+    REPLICA_MODES,
+    TRANSFORMER_SIZES,
+)
+from amp_pipeline.core import argtypes
+from amp_pipeline.core.argtypes import port, positive, positive_float
+from amp_pipeline.core.errors import EXIT_BAD_INPUT, EXIT_FAILED
+from amp_pipeline.core.names import BERT_SIZE_NAMES
 
 POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
 
@@ -205,8 +210,8 @@ def cmd_bench_serving(args: argparse.Namespace) -> int:
 
     import tensorflow as tf
 
-    from benchmarks import serving_load
-    from serving.cli import free_port
+    from amp_pipeline.benchmarks.load import serving as serving_load
+    from amp_pipeline.serving.cli import free_port
 
     files = sorted(glob.glob(args.examples))
     if not files:
@@ -237,7 +242,7 @@ def cmd_bench_serving(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from benchmarks import bench
+    from amp_pipeline.benchmarks.speed import bench
 
     if "float32" not in args.policies:
         print(

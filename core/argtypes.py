@@ -79,6 +79,6 @@ class Parser(argparse.ArgumentParser):
     """Usage errors as one line naming the flag, exit code 2."""
 
     def error(self, message: str):  # noqa: D102
-        from core.errors import EXIT_BAD_INPUT
+        from amp_pipeline.core.errors import EXIT_BAD_INPUT
 
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")

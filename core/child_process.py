@@ -1,10 +1,10 @@
 """Child processes (trainers, autotune's probes, the speed measurement) that never outlive the
 run that made them.
 
-`run_module` starts `python -m core.child_process <module> ...` from this project with its output
-in a log file. That small bootstrap, in the child, asks Linux to send it SIGTERM when its parent
-dies, however the parent dies (SIGKILL included), exits if the parent is already gone, and then
-runs `<module>` as `__main__`. `watch_parent` is the portable fallback where there is no prctl.
+`run_module` starts `python -m amp_pipeline.core.child_process <module> ...` from this project with
+its output in a log file. That small bootstrap, in the child, asks Linux to send it SIGTERM when its
+parent dies, however the parent dies (SIGKILL included), exits if the parent is already gone, and
+then runs `<module>` as `__main__`. `watch_parent` is the portable fallback where there is no prctl.
 
 Why not `preexec_fn`: with a `preexec_fn`, Python's subprocess must `fork()` (no vfork), and
 fork runs gRPC's atfork handlers. Since grpcio 1.81 (grpc/grpc#43055) the child's handler
@@ -83,7 +83,7 @@ def run_module(
     env[PARENT_ENV] = str(os.getpid())
     with open(log_path, "w") as log:
         return subprocess.run(
-            [sys.executable, "-m", "core.child_process", module, *map(str, args)],
+            [sys.executable, "-m", "amp_pipeline.core.child_process", module, *map(str, args)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -93,9 +93,10 @@ def run_module(
 
 
 def main(argv: list[str]) -> None:
-    """`python -m core.child_process <module> args...`: the death signal, then the module."""
+    """`python -m amp_pipeline.core.child_process <module> args...`: the death signal, then the
+    module."""
     if len(argv) < 2:
-        sys.exit("usage: python -m core.child_process MODULE [ARGS...]")
+        sys.exit("usage: python -m amp_pipeline.core.child_process MODULE [ARGS...]")
     parent = os.environ.pop(PARENT_ENV, None)
     if parent is not None:
         die_with_parent(int(parent))

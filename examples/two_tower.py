@@ -1,6 +1,6 @@
 """A two-tower recommender for ratings: a user tower and an item tower, their dot product.
 
-    python -m benchmarks.ratings_data ratings.csv 20000
+    python -m amp_pipeline.benchmarks.quality.ratings_data ratings.csv 20000
     amp-pipeline run --data ratings.csv --label rating --model-module examples/two_tower.py
 
 It reads what the pipeline tells every model module about categorical features

@@ -10,9 +10,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from core.errors import EXIT_BAD_INPUT, InputError
-from kubeflow.target import TARGETS, ClusterTarget
-from pipeline.cli import flags
+from amp_pipeline.core.errors import EXIT_BAD_INPUT, InputError
+from amp_pipeline.kubeflow.target import TARGETS, ClusterTarget
+from amp_pipeline.pipeline.cli import flags
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -105,10 +105,10 @@ def error(message) -> int:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from components.data import ingest
-    from kubeflow.runner import compile_pipeline
-    from pipeline import user_model
-    from pipeline.config import model_name_for, with_data_steps
+    from amp_pipeline.components.data import ingest
+    from amp_pipeline.kubeflow.runner import compile_pipeline
+    from amp_pipeline.pipeline import user_model
+    from amp_pipeline.pipeline.config import model_name_for, with_data_steps
 
     try:
         target = ClusterTarget(
@@ -130,7 +130,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         config = with_data_steps(config, data)  # a runtime parameter's default on the cluster
         module_ref, copied = None, None
         if args.model_module:
-            from kubeflow import user_module
+            from amp_pipeline.kubeflow import user_module
 
             checked = user_model.check(args.model_module, data)
             module_ref, copied = user_module.package(checked, Path(args.image_context))
@@ -154,7 +154,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from kubeflow.submit import submit
+    from amp_pipeline.kubeflow.submit import submit
 
     params = {}
     for item in args.param:

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import yaml
 
-from components.models.user_module import ModuleRef
-from core.data_spec import DataSpec
-from kubeflow.target import ClusterTarget
-from pipeline.config import RunConfig
+from amp_pipeline.components.models.user_module import ModuleRef
+from amp_pipeline.core.data_spec import DataSpec
+from amp_pipeline.kubeflow.target import ClusterTarget
+from amp_pipeline.pipeline.config import RunConfig
 
 PARAMETERS = ("data_root", "train_args", "accuracy_tolerance")
 
@@ -131,7 +131,7 @@ def compile_pipeline(
     """
     from tfx import v1 as tfx
 
-    from pipeline.pipeline import create_pipeline, twin_options
+    from amp_pipeline.pipeline.pipeline import create_pipeline, twin_options
 
     parameter = tfx.dsl.experimental.RuntimeParameter
     defaults = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from core.errors import InputError
+from amp_pipeline.core.errors import InputError
 
 
 def load_job(path: Path) -> dict:

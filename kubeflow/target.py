@@ -12,7 +12,7 @@ TARGETS = ("kubeflow", "vertex")
 class ClusterTarget:
     """Everything that differs between the local run and a Kubeflow/Vertex run.
 
-    (Not to be confused with serving.deploy.DeploymentSpec: the TF Serving manifests.)
+    (Not to be confused with amp_pipeline.serving.deploy.DeploymentSpec: the TF Serving manifests.)
 
     Attributes:
         target: `kubeflow` (KFP v2 on a cluster) or `vertex` (Vertex AI Pipelines).

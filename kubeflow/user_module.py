@@ -1,8 +1,8 @@
 """A user's model module on Kubeflow/Vertex: it travels in the component image.
 
 A `.py` file is copied into `<image context>/user_models/`, which `kubeflow/Dockerfile` copies
-into the image, and the compiled spec names it by import path (`user_models.<name>`). An import
-path is used as it is: the module must be installed in the image.
+into the image, and the compiled spec names it by import path (`amp_pipeline.user_models.<name>`).
+An import path is used as it is: the module must be installed in the image.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ import re
 import shutil
 from pathlib import Path
 
-from components.models.user_module import ModuleRef
+from amp_pipeline.components.models.user_module import ModuleRef
 
-PACKAGE = "user_models"
+PACKAGE = "user_models"  # the folder, mapped to amp_pipeline.user_models
+IMPORT_PACKAGE = "amp_pipeline.user_models"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -33,4 +34,4 @@ def package(ref: ModuleRef, context: Path = REPO_ROOT) -> tuple[ModuleRef, Path 
     target = folder / f"{name}.py"
     if Path(ref.ref).resolve() != target.resolve():
         shutil.copyfile(ref.ref, target)
-    return dataclasses.replace(ref, ref=f"{PACKAGE}.{name}"), target
+    return dataclasses.replace(ref, ref=f"{IMPORT_PACKAGE}.{name}"), target

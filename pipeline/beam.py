@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from core.errors import InputError
+from amp_pipeline.core.errors import InputError
 
 BEAM_RUNNERS = ("direct", "dataflow", "flink", "spark")
 # TFX's Beam executors ship TFX to remote workers: without a dependency flag among the Beam

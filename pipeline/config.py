@@ -10,12 +10,12 @@ import dataclasses
 import re
 from pathlib import Path
 
-from components.data.inspection import CsvOptions
-from components.gate.rules import GateConfig
-from components.training.options import TrainOptions
-from core import names
-from core.data_spec import DataSpec
-from pipeline.beam import BeamProfile
+from amp_pipeline.components.data.inspection import CsvOptions
+from amp_pipeline.components.gate.rules import GateConfig
+from amp_pipeline.components.training.options import TrainOptions
+from amp_pipeline.core import names
+from amp_pipeline.core.data_spec import DataSpec
+from amp_pipeline.pipeline.beam import BeamProfile
 
 MODELS = ("auto", "bert", "cnn", "dlrm", "mlp", "resnet50", "transformer")
 BERT_SIZES = names.BERT_SIZE_NAMES
@@ -272,7 +272,8 @@ def model_reason(config: RunConfig, data: DataSpec) -> str | None:
 
 
 def model_options_for(config: RunConfig, model: str) -> dict:
-    """Architecture options the pipeline passes to components.models.builtin.build_model."""
+    """Architecture options the pipeline passes to
+    amp_pipeline.components.models.builtin.build_model."""
     if config.model_module:
         return {}
     if model == "resnet50":

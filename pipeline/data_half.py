@@ -9,9 +9,9 @@ import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
-from pipeline.config import RunConfig, model_name_for
-from pipeline.progress import captured_output
-from pipeline.run_lock import OutputLock, check_output
+from amp_pipeline.pipeline.config import RunConfig, model_name_for
+from amp_pipeline.pipeline.progress import captured_output
+from amp_pipeline.pipeline.run_lock import OutputLock, check_output
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,8 +19,8 @@ class Transformed:
     """What a probe reads: the checked data and module, and Transform's outputs."""
 
     config: RunConfig
-    data: object  # core.data_spec.DataSpec
-    module_ref: object  # components.models.user_module.ModuleRef | None
+    data: object  # amp_pipeline.core.data_spec.DataSpec
+    module_ref: object  # amp_pipeline.components.models.user_module.ModuleRef | None
     train_files: tuple[str, ...]
     eval_files: tuple[str, ...]
     transform_output: str
@@ -36,8 +36,8 @@ def transformed(config: RunConfig, command: str) -> Iterator[tuple[Transformed, 
     output = config.output_dir
     check_output(output)
     with OutputLock(output, command), captured_output(config.log_path) as (progress, terminal):
-        from components.data import ingest
-        from pipeline import user_model
+        from amp_pipeline.components.data import ingest
+        from amp_pipeline.pipeline import user_model
 
         data = ingest.prepare(
             config.data, config.label, output / "data", config.image_size, config.csv
@@ -47,8 +47,8 @@ def transformed(config: RunConfig, command: str) -> Iterator[tuple[Transformed, 
 
         from absl import logging as absl_logging
 
-        from pipeline.local_runner import metadata_config, run_pipeline
-        from pipeline.pipeline import create_check_pipeline
+        from amp_pipeline.pipeline.local_runner import metadata_config, run_pipeline
+        from amp_pipeline.pipeline.pipeline import create_check_pipeline
 
         pipeline = create_check_pipeline(
             config,

@@ -11,10 +11,10 @@ import uuid
 from pathlib import Path
 from typing import TextIO
 
-from components.training.options import RECIPE_FIELDS, TrainOptions
-from core import names
-from core.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError, causes
-from pipeline.config import (
+from amp_pipeline.components.training.options import RECIPE_FIELDS, TrainOptions
+from amp_pipeline.core import names
+from amp_pipeline.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError, causes
+from amp_pipeline.pipeline.config import (
     RunConfig,
     model_for,
     model_name_for,
@@ -23,9 +23,9 @@ from pipeline.config import (
     steps_text,
     with_data_steps,
 )
-from pipeline.progress import captured_output
-from pipeline.run_lock import OutputLock, check_output
-from pipeline.signals import Interrupted, deferred, interruptible
+from amp_pipeline.pipeline.progress import captured_output
+from amp_pipeline.pipeline.run_lock import OutputLock, check_output
+from amp_pipeline.pipeline.signals import Interrupted, deferred, interruptible
 
 logger = logging.getLogger(__name__)
 
@@ -62,10 +62,10 @@ def _params(config: RunConfig, data, amp: TrainOptions) -> dict:
 
 def _track_success(tracker, latest, result: dict, config: RunConfig, tags: dict) -> None:
     """Child runs, report, registry; run_summary.json gets the MLflow ids, then is logged."""
-    from pipeline import summary
-    from pipeline.pipeline import TRAINER_AMP, TRAINER_FP32
-    from pipeline.report import write_report
-    from pipeline.results import trainer_figures
+    from amp_pipeline.pipeline import summary
+    from amp_pipeline.pipeline.pipeline import TRAINER_AMP, TRAINER_FP32
+    from amp_pipeline.pipeline.report import write_report
+    from amp_pipeline.pipeline.results import trainer_figures
 
     output = config.output_dir
     fp32 = trainer_figures(latest.outputs[TRAINER_FP32]["model_run"])
@@ -110,7 +110,7 @@ def track_after_decision(track, tracker, result: dict, output: Path) -> None:
     while the serving folder holds the model it pushed: the decision and its exit code stand,
     and run_summary.json, the table and the parent run (when it can still be written) say
     what was not recorded."""
-    from pipeline import summary
+    from amp_pipeline.pipeline import summary
 
     try:
         track()
@@ -146,41 +146,41 @@ def run(config: RunConfig, console: TextIO) -> dict:
     output = config.output_dir
     check_output(output)
     with OutputLock(output), interruptible():
-        from pipeline import summary
+        from amp_pipeline.pipeline import summary
 
         summary.write_summary(summary.running_summary(config), output)
         return _run_locked(config)
 
 
 def _run_locked(config: RunConfig) -> dict:
-    from pipeline import summary
+    from amp_pipeline.pipeline import summary
 
     output = config.output_dir
     recipe = tracker = None
     train_bytes = 0
     with captured_output(config.log_path) as (progress, terminal):
         try:
-            from components.data import ingest
-            from pipeline import preflight
+            from amp_pipeline.components.data import ingest
+            from amp_pipeline.pipeline import preflight
 
             data = ingest.prepare(
                 config.data, config.label, output / "data", config.image_size, config.csv
             )
             config = dataclasses.replace(config, model_name=model_name_for(config, data))
             config = with_data_steps(config, data)
-            from pipeline import user_model
+            from amp_pipeline.pipeline import user_model
 
             module_ref = user_model.check(config.model_module, data)
             # Imported here so that TF's and Beam's start-up noise goes to the log file, and
             # after the data check so that a bad CSV is reported in a second.
             from absl import logging as absl_logging
 
-            from components.amp.diagnosis import recipe_probe
-            from components.amp.precision import choose_recipe, detect_hardware
-            from components.training import batch_limits
-            from pipeline.pipeline import twin_options
-            from pipeline.tracking import RunTracker, default_tracking_uri
-            from serving.pusher import clean_partial_pushes
+            from amp_pipeline.components.amp.diagnosis import recipe_probe
+            from amp_pipeline.components.amp.precision import choose_recipe, detect_hardware
+            from amp_pipeline.components.training import batch_limits
+            from amp_pipeline.pipeline.pipeline import twin_options
+            from amp_pipeline.pipeline.tracking import RunTracker, default_tracking_uri
+            from amp_pipeline.serving.pusher import clean_partial_pushes
 
             check_model_fits_data(config, data, module_ref)
             train_bytes = train_split_bytes(data)
@@ -253,7 +253,7 @@ def _run_locked(config: RunConfig) -> dict:
                 k: round(v) for k, v in progress.peak_rss_mb.items()
             }
             if result["status"] == "promoted":
-                from serving.deploy import write_deployment
+                from amp_pipeline.serving.deploy import write_deployment
 
                 paths = write_deployment(config.serving_dir, output / "deploy")
                 result["deploy"] = {k: str(v) for k, v in paths.items()}
@@ -274,7 +274,7 @@ def _run_locked(config: RunConfig) -> dict:
                 summary.write_summary(stopped, output)
             raise RunInterrupted(f"{e}{where}", e.exit_code) from None
         except Exception as e:  # noqa: BLE001 - every failure is reported, then re-raised
-            from pipeline import preflight
+            from amp_pipeline.pipeline import preflight
 
             # A full disk first: it may surface inside another error (a module's, a child's).
             input_error = preflight.disk_full(
@@ -299,8 +299,8 @@ def _run_locked(config: RunConfig) -> dict:
 
 def train_split_bytes(data) -> int:
     """The whole input as float32 rows of `x` and the label: what a trainer holds in memory, or
-    copies to shuffle it (components/training/job.py::in_memory_bytes, from the DataSpec)."""
-    from components.data.preprocessing import feature_width
+    copies to shuffle it (components/training/datasets.py::in_memory_bytes, from the DataSpec)."""
+    from amp_pipeline.components.data.preprocessing import feature_width
 
     try:
         return int(data.rows) * (feature_width(data) + 1) * 4
@@ -312,7 +312,7 @@ def check_model_fits_data(config: RunConfig, data, module_ref) -> None:
     """A built-in model that cannot read this input is bad input, said before any work."""
     if module_ref is not None:
         return
-    from components.models.builtin import NUMBERS_ONLY, id_features
+    from amp_pipeline.components.models.builtin import NUMBERS_ONLY, id_features
 
     model = model_for(config, data)
     ids = id_features(data)
@@ -352,14 +352,14 @@ def write_header(terminal, config: RunConfig, data, recipe, probe: dict | None =
     model's largest matmul gain in the AMP precision here?), every notice about the data."""
     for warning in recipe.warnings:
         terminal.write(f"WARNING: {warning}\n")
-    from components.data.report import task_text
+    from amp_pipeline.components.data.report import task_text
 
     terminal.write(
         f"amp-pipeline: {data.source} ({data.rows} rows, {task_text(data)}), "
         f"model {model_for(config, data)}, AMP policy {recipe.policy} [{recipe.reason}]\n"
     )
     if probe is not None:
-        from components.amp.diagnosis import probe_text
+        from amp_pipeline.components.amp.diagnosis import probe_text
 
         terminal.write(f"  probe: {probe_text(probe)}\n")
     reason = model_reason(config, data)
@@ -389,7 +389,7 @@ def local_pipeline(config: RunConfig, data, amp: TrainOptions, module_ref=None):
     """create_pipeline wired for this machine: the data where it is, the output folder as the
     pipeline root and serving base, ML Metadata in SQLite, and an infra validation that is
     never answered from the cache."""
-    from pipeline.pipeline import create_pipeline
+    from amp_pipeline.pipeline.pipeline import create_pipeline
 
     return create_pipeline(
         config,
@@ -416,9 +416,9 @@ def model_for_limits(config: RunConfig, data, module_ref):
         return None
     import keras
 
-    from components.data.preprocessing import feature_width, model_spec
-    from components.models import user_module as model_module
-    from components.models.builtin import build_from_spec
+    from amp_pipeline.components.data.preprocessing import feature_width, model_spec
+    from amp_pipeline.components.models import user_module as model_module
+    from amp_pipeline.components.models.builtin import build_from_spec
 
     spec = model_spec(data, feature_width(data))
     try:
@@ -453,7 +453,7 @@ def run_pipeline(pipeline, metadata_path: Path):
     from tfx.dsl.compiler import constants as compiler_constants
     from tfx.orchestration.portable import runtime_parameter_utils
 
-    from pipeline.results import read_run
+    from amp_pipeline.pipeline.results import read_run
 
     ir = compiler.Compiler().compile(pipeline)
     run_id = f"{datetime.datetime.now().isoformat()}-{uuid.uuid4().hex[:8]}"

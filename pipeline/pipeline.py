@@ -9,22 +9,22 @@ from typing import Any
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
-from components.data.anomaly_check import AnomalyCheck
-from components.data.example_gen import CsvExampleGen, ImportExampleGen
-from components.data.ingest import MAX_SLICED_CLASSES
-from components.data.transform import Transform
-from components.export import tflite
-from components.gate.component import PromotionGate
-from components.gate.evaluator import Evaluator
-from components.gate.production_evaluator import ProductionEvaluator
-from components.gate.side_by_side import SideBySide
-from components.models.user_module import ModuleRef
-from components.training.options import TrainOptions
-from core import names
-from core.data_spec import DataSpec
-from pipeline.config import RunConfig, model_for, model_name_for, model_options_for
-from serving.infra_validator import InfraValidator
-from serving.pusher import Pusher
+from amp_pipeline.components.data.anomaly_check import AnomalyCheck
+from amp_pipeline.components.data.example_gen import CsvExampleGen, ImportExampleGen
+from amp_pipeline.components.data.ingest import MAX_SLICED_CLASSES
+from amp_pipeline.components.data.transform import Transform
+from amp_pipeline.components.export import tflite
+from amp_pipeline.components.gate.component import PromotionGate
+from amp_pipeline.components.gate.evaluator import Evaluator
+from amp_pipeline.components.gate.production_evaluator import ProductionEvaluator
+from amp_pipeline.components.gate.side_by_side import SideBySide
+from amp_pipeline.components.models.user_module import ModuleRef
+from amp_pipeline.components.training.options import TrainOptions
+from amp_pipeline.core import names
+from amp_pipeline.core.data_spec import DataSpec
+from amp_pipeline.pipeline.config import RunConfig, model_for, model_name_for, model_options_for
+from amp_pipeline.serving.infra_validator import InfraValidator
+from amp_pipeline.serving.pusher import Pusher
 
 ANOMALY_CHECK = "AnomalyCheck"
 TRAINER_FP32 = "TrainerFp32"
@@ -265,7 +265,7 @@ def data_components(data: DataSpec, data_root, pattern: str, model_module: Modul
     transform = Transform(
         examples=example_gen.outputs["examples"],
         schema=anomaly_check.outputs["curated_schema"],
-        preprocessing_fn="components.data.preprocessing.preprocessing_fn",
+        preprocessing_fn="amp_pipeline.components.data.preprocessing.preprocessing_fn",
         # Transform's pre- and post-transform statistics are read by nothing here (StatisticsGen
         # already has the raw data's): two TFDV passes saved.
         disable_statistics=True,
@@ -345,7 +345,7 @@ def create_pipeline(
     def trainer(node_id: str, options: TrainOptions, steps):
         return make_trainer(
             node_id,
-            run_fn="components.training.trainer.run_fn",
+            run_fn="amp_pipeline.components.training.trainer.run_fn",
             examples=transform.outputs["transformed_examples"],
             transform_graph=transform.outputs["transform_graph"],
             train_args=_train_args(steps),

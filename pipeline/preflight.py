@@ -16,7 +16,7 @@ margin:
   models: DISK_PER_INPUT_BYTE times the input's size (a gzipped file counts uncompressed: the
   ratio measured on its first 4 MiB), plus DISK_BASE_MB (the embedded run writes about 15 MB),
   plus, for a train split trained from files, the trainer's shuffled copy of it
-  (components/training/job.py), float32 rows as they are in memory.
+  (components/training/datasets.py), float32 rows as they are in memory.
 
 A disk that fills anyway ends the run with one line (disk_full): the device, the path, what is
 free and what the run needs, exit 2.
@@ -33,7 +33,7 @@ import shutil
 import zlib
 from pathlib import Path
 
-from core.errors import InputError, causes
+from amp_pipeline.core.errors import InputError, causes
 
 # Measured on a 2-core Zen 4 with a 65-column CSV (benchmarks/RESULTS.md, "Scale"): the
 # driver's peak 2,072 MB at 1M rows and 2,165 MB at 3M (1,864 and 1,929 MB before Transform's
@@ -43,7 +43,7 @@ from core.errors import InputError, causes
 DRIVER_MB = 2500
 TRAINER_MB = 1300
 WORKER_MB = 3000
-IN_MEMORY_TRAIN_MB = 256  # components/training/job.py IN_MEMORY_MAX_BYTES
+IN_MEMORY_TRAIN_MB = 256  # components/training/datasets.py IN_MEMORY_MAX_BYTES
 DISK_PER_INPUT_BYTE = 2.0
 DISK_BASE_MB = 200
 GZIP_SAMPLE_BYTES = 4 * 2**20

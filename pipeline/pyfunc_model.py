@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import mlflow.pyfunc
 
-from core import names
+from amp_pipeline.core import names
 
 
 class ServingModel(mlflow.pyfunc.PythonModel):
@@ -22,7 +22,7 @@ class ServingModel(mlflow.pyfunc.PythonModel):
         import pandas as pd
         import tensorflow as tf
 
-        from core.names import sanitize_names
+        from amp_pipeline.core.names import sanitize_names
 
         # Columns may come as the data wrote them ("Monthly charges"): the signature's inputs
         # are the sanitised feature names.

@@ -9,7 +9,7 @@ from pathlib import Path
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from core import names
+from amp_pipeline.core import names
 
 OUTPUT_EVENTS = (
     metadata_store_pb2.Event.OUTPUT,

@@ -15,7 +15,7 @@ import socket
 import sys
 from pathlib import Path
 
-from core.errors import InputError
+from amp_pipeline.core.errors import InputError
 
 LOCK_NAME = ".amp-pipeline.lock"
 

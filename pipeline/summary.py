@@ -8,11 +8,11 @@ import math
 import shutil
 from pathlib import Path
 
-from components.amp.precision import Recipe
-from components.gate import speed_record, twins
-from core import names
-from core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_PROMOTED, EXIT_REJECTED
-from pipeline.results import NodeOutput
+from amp_pipeline.components.amp.precision import Recipe
+from amp_pipeline.components.gate import speed_record, twins
+from amp_pipeline.core import names
+from amp_pipeline.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_PROMOTED, EXIT_REJECTED
+from amp_pipeline.pipeline.results import NodeOutput
 
 NUMBER = (int, float)
 OPTIONAL_NUMBER = (int, float, type(None))
@@ -165,8 +165,8 @@ def data_summary(data_dict: dict) -> dict:
 def tolerated_findings(outputs: dict) -> list[dict]:
     """ExampleValidator's findings AnomalyCheck judged chance, not drift (a rare value read as
     out-of-vocabulary, missing cells in an optional column): split, feature, finding."""
-    from components.data.anomaly_check import TOLERATED
-    from pipeline.pipeline import ANOMALY_CHECK
+    from amp_pipeline.components.data.anomaly_check import TOLERATED
+    from amp_pipeline.pipeline.pipeline import ANOMALY_CHECK
 
     schema = outputs.get(ANOMALY_CHECK, {}).get("curated_schema")
     recorded = schema.properties.get(TOLERATED) if schema is not None else None
@@ -176,7 +176,12 @@ def tolerated_findings(outputs: dict) -> list[dict]:
 def evaluation_paths(outputs: dict) -> dict:
     """The TFMA evaluations, and each twin's served predictions on the eval split per seed (the
     gate's pairs)."""
-    from pipeline.pipeline import EVALUATOR, EVALUATOR_PRODUCTION, TRAINER_AMP, TRAINER_FP32
+    from amp_pipeline.pipeline.pipeline import (
+        EVALUATOR,
+        EVALUATOR_PRODUCTION,
+        TRAINER_AMP,
+        TRAINER_FP32,
+    )
 
     return {
         "fp32_baseline": outputs[EVALUATOR]["evaluation"].uri,
@@ -246,14 +251,14 @@ def build_summary(
 ) -> dict:
     """Assembles run_summary.json from the run's artifacts, and copies the gate's decision files
     next to it."""
-    from components.amp.diagnosis import why_not_faster
-    from pipeline.pipeline import (
+    from amp_pipeline.components.amp.diagnosis import why_not_faster
+    from amp_pipeline.pipeline.pipeline import (
         GATE,
         PUSHER,
         TRAINER_AMP,
         TRAINER_FP32,
     )
-    from pipeline.results import trainer_figures
+    from amp_pipeline.pipeline.results import trainer_figures
 
     fp32 = trainer_figures(outputs[TRAINER_FP32]["model_run"])
     amp = trainer_figures(outputs[TRAINER_AMP]["model_run"])
@@ -459,7 +464,8 @@ def running_summary(config) -> dict:
 
 
 def interrupted_summary(error, where: str, recipe: Recipe | None) -> dict:
-    """run_summary.json of a run stopped by SIGINT/SIGTERM (`error`: pipeline.signals)."""
+    """run_summary.json of a run stopped by SIGINT/SIGTERM (`error`:
+    amp_pipeline.pipeline.signals)."""
     summary = failure_summary(error, error.exit_code, recipe)
     summary.update(status="interrupted", signal=error.name, error=f"{error}{where}")
     return summary

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from components.models import user_module as model_module
-from core.data_spec import DataSpec
+from amp_pipeline.components.models import user_module as model_module
+from amp_pipeline.core.data_spec import DataSpec
 
 
 def check(text: str | None, data: DataSpec) -> model_module.ModuleRef | None:
@@ -22,7 +22,7 @@ def check(text: str | None, data: DataSpec) -> model_module.ModuleRef | None:
     if not ref.preprocessing:
         import keras
 
-        from components.data.preprocessing import feature_width, model_spec
+        from amp_pipeline.components.data.preprocessing import feature_width, model_spec
 
         previous = keras.mixed_precision.global_policy()
         keras.mixed_precision.set_global_policy("float32")

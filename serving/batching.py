@@ -16,7 +16,7 @@ from collections import deque
 
 import numpy as np
 
-from serving.repository import Servable
+from amp_pipeline.serving.repository import Servable
 
 
 @dataclasses.dataclass(frozen=True)

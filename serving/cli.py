@@ -10,8 +10,8 @@ import sys
 import threading
 from pathlib import Path
 
-from core.argtypes import port, positive, positive_float
-from core.errors import EXIT_BAD_INPUT, EXIT_FAILED
+from amp_pipeline.core.argtypes import port, positive, positive_float
+from amp_pipeline.core.errors import EXIT_BAD_INPUT, EXIT_FAILED
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -85,7 +85,7 @@ def free_port() -> int:
 
 
 def _batching(args):
-    from serving.batching import BatchingConfig
+    from amp_pipeline.serving.batching import BatchingConfig
 
     if args.no_batching:
         return None
@@ -93,7 +93,7 @@ def _batching(args):
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from serving.server import LocalServer, NoModelError, ServerConfig
+    from amp_pipeline.serving.server import LocalServer, NoModelError, ServerConfig
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     for noisy in ("absl", "tensorflow"):
@@ -136,8 +136,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_deploy_files(args: argparse.Namespace) -> int:
-    from serving import deploy
-    from serving.batching import BatchingConfig
+    from amp_pipeline.serving import deploy
+    from amp_pipeline.serving.batching import BatchingConfig
 
     try:
         paths = deploy.write_deployment(

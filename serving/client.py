@@ -26,7 +26,7 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 
-from core import names
+from amp_pipeline.core import names
 
 
 class ClientError(RuntimeError):

@@ -18,8 +18,8 @@ import yaml
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
-from serving.batching import BatchingConfig
-from serving.repository import discover
+from amp_pipeline.serving.batching import BatchingConfig
+from amp_pipeline.serving.repository import discover
 
 TF_SERVING_VERSION = "2.16.1"  # matches tensorflow-serving-api in the lock file
 CONFIG_MOUNT = "/config"

@@ -15,9 +15,9 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 
-from serving.errors import ServingError
-from serving.service import PredictionCore
-from serving.tensors import from_tensor_protos, to_tensor_protos
+from amp_pipeline.serving.errors import ServingError
+from amp_pipeline.serving.service import PredictionCore
+from amp_pipeline.serving.tensors import from_tensor_protos, to_tensor_protos
 
 logger = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ def validate_served(
 ) -> dict:
     """The infra validation of one SavedModel on the eval split's first examples (the
     InfraValidator's, and the gate's for the float32 twin when it may ship)."""
-    from serving.validation import ValidationConfig, validate
+    from amp_pipeline.serving.validation import ValidationConfig, validate
 
     return validate(
         saved_model_dir,

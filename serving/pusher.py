@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tfx import v1 as tfx
 
-from core import names
+from amp_pipeline.core import names
 
 logger = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from core import names
-from serving.errors import ServingError, invalid, not_found, unavailable
+from amp_pipeline.core import names
+from amp_pipeline.serving.errors import ServingError, invalid, not_found, unavailable
 
 logger = logging.getLogger(__name__)
 

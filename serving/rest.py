@@ -20,9 +20,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import grpc
 from google.protobuf import json_format
 
-from serving.errors import ServingError, invalid, not_found
-from serving.service import PredictionCore
-from serving.tensors import parse_rest_request, to_rest_response
+from amp_pipeline.serving.errors import ServingError, invalid, not_found
+from amp_pipeline.serving.service import PredictionCore
+from amp_pipeline.serving.tensors import parse_rest_request, to_rest_response
 
 logger = logging.getLogger(__name__)
 

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import grpc
 
-from serving.batching import BatchingConfig
-from serving.grpc_service import add_services
-from serving.repository import ModelRepository, discover
-from serving.rest import RestServer
-from serving.service import PredictionCore
+from amp_pipeline.serving.batching import BatchingConfig
+from amp_pipeline.serving.grpc_service import add_services
+from amp_pipeline.serving.repository import ModelRepository, discover
+from amp_pipeline.serving.rest import RestServer
+from amp_pipeline.serving.service import PredictionCore
 
 logger = logging.getLogger(__name__)
 

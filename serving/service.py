@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from serving.batching import Batcher, BatchingConfig
-from serving.errors import invalid
-from serving.repository import ModelRepository, Servable
-from serving.tensors import check_inputs
+from amp_pipeline.serving.batching import Batcher, BatchingConfig
+from amp_pipeline.serving.errors import invalid
+from amp_pipeline.serving.repository import ModelRepository, Servable
+from amp_pipeline.serving.tensors import check_inputs
 
 
 class PredictionCore:

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from serving.errors import invalid
-from serving.repository import InputSpec
+from amp_pipeline.serving.errors import invalid
+from amp_pipeline.serving.repository import InputSpec
 
 
 def _shape_str(shape) -> str:

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from core import names
-from serving.batching import BatchingConfig
-from serving.client import ClientConfig, ClientError, ServingClient
-from serving.server import LocalServer, ServerConfig
+from amp_pipeline.core import names
+from amp_pipeline.serving.batching import BatchingConfig
+from amp_pipeline.serving.client import ClientConfig, ClientError, ServingClient
+from amp_pipeline.serving.server import LocalServer, ServerConfig
 
 SERVING = names.SERVING_SIGNATURE
 RAW = names.RAW_SIGNATURE

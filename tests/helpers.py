@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from components.data.ingest import DIGITS_CSV
+from amp_pipeline.components.data.ingest import DIGITS_CSV
 
 
 def digits_rows(limit: int | None = None) -> list[dict[str, str]]:
@@ -209,15 +209,15 @@ def predict_over_both_protocols(model_dir: Path, model: str, request: Path) -> d
     import subprocess
     import sys
 
-    from benchmarks.serving_load import stop_server, wait_ready
-    from serving.client import ClientConfig
+    from amp_pipeline.benchmarks.load.serving import stop_server, wait_ready
+    from amp_pipeline.serving.client import ClientConfig
     from tests.conftest import ROOT, clean_env, run_cli
 
     grpc_port, rest_port = free_port(), free_port()
     server = subprocess.Popen(
         [
-            sys.executable, "-m", "pipeline.cli", "serve", "--model-dir", str(model_dir),
-            "--grpc-port", str(grpc_port), "--rest-port", str(rest_port),
+            sys.executable, "-m", "amp_pipeline.pipeline.cli", "serve", "--model-dir",
+            str(model_dir), "--grpc-port", str(grpc_port), "--rest-port", str(rest_port),
         ],
         cwd=ROOT, env=clean_env(), stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from components.data.anomaly_check import curate, tolerate
-from components.data.ingest import prepare
-from components.data.inspection import CsvOptions
-from core.errors import InputError
+from amp_pipeline.components.data.anomaly_check import curate, tolerate
+from amp_pipeline.components.data.ingest import prepare
+from amp_pipeline.components.data.inspection import CsvOptions
+from amp_pipeline.core.errors import InputError
 
 
 def _findings(train: pd.DataFrame, evaluation: pd.DataFrame):

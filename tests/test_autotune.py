@@ -2,8 +2,8 @@
 
 import pytest
 
-from components.training import autotune
-from components.training.autotune import Candidate
+from amp_pipeline.components.training import autotune
+from amp_pipeline.components.training.autotune import Candidate
 
 
 def test_candidates_cover_policy_xla_batch_and_threads_within_memory():
@@ -101,7 +101,7 @@ def test_nothing_measured_is_reported_not_guessed():
 
 
 def test_the_winner_keeps_the_examples_seen_by_scaling_steps_with_the_batch():
-    from components.training.options import TrainSpec
+    from amp_pipeline.components.training.options import TrainSpec
 
     spec = TrainSpec(
         train_files=(),
@@ -149,7 +149,7 @@ def test_a_failed_cache_write_leaves_the_cache_as_it_was(tmp_path, monkeypatch):
 
 
 def test_a_crashed_probe_is_reported_as_a_crash_not_as_the_budget():
-    from components.amp.precision import Hardware
+    from amp_pipeline.components.amp.precision import Hardware
 
     class Spec:
         batch_size, learning_rate = 64, 1e-3

@@ -53,8 +53,8 @@ def test_autotune_run_trains_the_winner_and_a_rerun_uses_the_cache(tmp_path):
     assert any(k.endswith("/examples_per_sec") for k in tune_run.data.metrics)
     # The winner is cached per hardware, model, input and batch: the AMP trainer's own autotune
     # step, run again on this run's Transform output with the run's cache file, does not probe.
-    from components.training.options import TrainSpec
-    from components.training.trainer import autotuned
+    from amp_pipeline.components.training.options import TrainSpec
+    from amp_pipeline.components.training.trainer import autotuned
 
     spec_path = next((out / "tfx" / "TrainerAmp").rglob("train_spec.json"))
     ran = TrainSpec.from_json(spec_path.read_text())
@@ -67,7 +67,7 @@ def test_autotune_run_trains_the_winner_and_a_rerun_uses_the_cache(tmp_path):
     assert not list((tmp_path / "again").glob("autotune_threads*"))  # no probe process ran
     assert applied.batch_size == winner["batch_size"] and applied.policy == winner["policy"]
     # ... and what the summary table prints for a cached choice.
-    from pipeline.cli.table import format_table
-    from pipeline.summary import autotune_summary
+    from amp_pipeline.pipeline.cli.table import format_table
+    from amp_pipeline.pipeline.summary import autotune_summary
 
     assert "[cached]" in format_table({**summary, "autotune": autotune_summary(report)})

@@ -8,10 +8,10 @@ import socket
 import pytest
 from tfx import v1 as tfx
 
-from components.data.ingest import prepare
-from pipeline.beam import BeamProfile
-from pipeline.local_runner import run_pipeline
-from pipeline.pipeline import make_example_gen
+from amp_pipeline.components.data.ingest import prepare
+from amp_pipeline.pipeline.beam import BeamProfile
+from amp_pipeline.pipeline.local_runner import run_pipeline
+from amp_pipeline.pipeline.pipeline import make_example_gen
 
 pytestmark = pytest.mark.e2e
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from benchmarks.bench import bench_configs, run_bench
+from amp_pipeline.benchmarks.speed.bench import bench_configs, run_bench
 from tests.conftest import run_cli
 
 

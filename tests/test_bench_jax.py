@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from benchmarks.bench import batch_ratios, bench_configs, compare
-from benchmarks.max_batch import jax_memory_env, search
+from amp_pipeline.benchmarks.speed.bench import batch_ratios, bench_configs, compare
+from amp_pipeline.benchmarks.speed.max_batch import jax_memory_env, search
 
 
 def test_jax_configs_measure_float32_twice_and_always_compile_with_xla():
@@ -77,7 +77,7 @@ def test_memory_cap_is_a_fraction_of_the_card_and_nothing_on_cpu():
 
 
 def test_jax_is_installed_by_the_lock_so_the_jax_path_always_runs():
-    from benchmarks import cli
+    from amp_pipeline.benchmarks import cli
 
     assert cli._jax_installed()
 

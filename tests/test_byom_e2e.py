@@ -137,9 +137,9 @@ def test_own_preprocessing_example_trains_on_its_own_features(out):
 def test_the_trainer_falls_back_from_xla_when_the_compile_fails(out, tmp_path):
     """A module whose layer XLA cannot compile (a host Python call), trained with XLA on by the
     real trainer process on the Transform output of the runs above."""
-    from components.training.options import TrainSpec
-    from components.training.trainer import run_in_subprocess
-    from pipeline.results import read_run
+    from amp_pipeline.components.training.options import TrainSpec
+    from amp_pipeline.components.training.trainer import run_in_subprocess
+    from amp_pipeline.pipeline.results import read_run
 
     module = tmp_path / "host_op.py"
     module.write_text(
@@ -160,13 +160,13 @@ def test_the_trainer_falls_back_from_xla_when_the_compile_fails(out, tmp_path):
             """
         )
     )
-    from components.models.user_module import resolve
+    from amp_pipeline.components.models.user_module import resolve
 
     latest = read_run(out / "metadata.sqlite", "amp-pipeline-digits", None)
     transform = latest.outputs["Transform"]
     examples = Path(transform["transformed_examples"].uri)
     data_spec = json.loads((out / "run_summary.json").read_text())["data"]
-    from components.data.ingest import prepare
+    from amp_pipeline.components.data.ingest import prepare
 
     data = prepare(None, "label", tmp_path / "data")
     assert data.classes == tuple(data_spec["classes"])

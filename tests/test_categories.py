@@ -9,9 +9,9 @@ import re
 import numpy as np
 import pytest
 
-from components.data.ingest import prepare
-from components.data.inspection import CsvOptions
-from core.errors import InputError
+from amp_pipeline.components.data.ingest import prepare
+from amp_pipeline.components.data.inspection import CsvOptions
+from amp_pipeline.core.errors import InputError
 from tests.conftest import ROOT
 
 
@@ -44,7 +44,7 @@ def test_ids_and_many_valued_strings_become_categories(tmp_path):
     assert spec.string_features == ("color",)
     assert [n for n, _ in spec.numeric_features] == ["age"]
     assert any(e["feature"] == "order_id" and "ID-like" in e["reason"] for e in spec.excluded)
-    from components.data.report import format_data
+    from amp_pipeline.components.data.report import format_data
 
     text = format_data(spec)
     assert re.search(r"userId\s+userId\s+category", text)
@@ -67,7 +67,7 @@ def test_a_float_column_cannot_be_categories(tmp_path):
 def test_under_mixed_bfloat16_tables_stay_float32_and_lookups_give_bfloat16():
     import keras
 
-    from components.models.builtin import build_mlp, embedding_dim
+    from amp_pipeline.components.models.builtin import build_mlp, embedding_dim
 
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:
@@ -87,7 +87,7 @@ def test_under_mixed_bfloat16_tables_stay_float32_and_lookups_give_bfloat16():
 
 
 def test_the_embedding_width_rule():
-    from components.models.builtin import embedding_dim
+    from amp_pipeline.components.models.builtin import embedding_dim
 
     assert [embedding_dim(n) for n in (2, 20, 671, 9000, 10**6)] == [4, 9, 61, 64, 64]
 
@@ -95,7 +95,7 @@ def test_the_embedding_width_rule():
 def test_the_dlrm_model_embeds_every_category_and_crosses_them_by_dot_products():
     import keras
 
-    from components.models.builtin import build_dlrm
+    from amp_pipeline.components.models.builtin import build_dlrm
 
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:
@@ -151,7 +151,7 @@ def test_a_column_of_joined_values_is_a_bag_and_a_separator_that_splits_nothing_
 def test_a_bag_is_the_mean_of_its_values_embeddings_padding_left_out():
     import keras
 
-    from components.models.builtin import build_mlp
+    from amp_pipeline.components.models.builtin import build_mlp
 
     model = build_mlp(4, 2, bags=(("genres", 1, 4, 7),))
     table = keras.ops.convert_to_numpy(model.get_layer("genres_embedding").embeddings)
@@ -169,8 +169,8 @@ def test_the_two_tower_example_reads_the_categories_from_its_spec_and_trains():
     training that lower the loss on ratings made of user and item biases."""
     import keras
 
-    from components.models import user_module
-    from components.models.user_module import ModelSpec, ModuleRef
+    from amp_pipeline.components.models import user_module
+    from amp_pipeline.components.models.user_module import ModelSpec, ModuleRef
 
     ref = ModuleRef(ref=str(ROOT / "examples" / "two_tower.py"))
     module = user_module.load(ref)
@@ -200,9 +200,9 @@ def test_the_two_tower_example_reads_the_categories_from_its_spec_and_trains():
 def test_a_module_gets_category_sizes_before_transform_has_run(tmp_path):
     """check-model builds the module from the input check's DataSpec alone: the sizes are
     upper bounds then (the two-tower example failed to build on an empty tuple)."""
-    from components.data.preprocessing import feature_width, model_spec
-    from components.models import user_module
-    from components.models.user_module import ModuleRef
+    from amp_pipeline.components.data.preprocessing import feature_width, model_spec
+    from amp_pipeline.components.models import user_module
+    from amp_pipeline.components.models.user_module import ModuleRef
 
     path = tmp_path / "r.csv"
     path.write_text(
@@ -244,7 +244,7 @@ def test_the_python_encoder_gives_transforms_ids_missing_apart_from_any_value(tm
     from tensorflow_transform.tf_metadata import schema_utils
     from tfx_bsl.public import tfxio
 
-    from components.data import categories, preprocessing
+    from amp_pipeline.components.data import categories, preprocessing
 
     feature_spec = {
         "user": tf.io.VarLenFeature(tf.int64),
@@ -318,8 +318,8 @@ def test_in_training_a_stated_share_of_ids_reads_as_out_of_vocabulary():
     cell or padding, never another column: the out-of-vocabulary row is trained."""
     import tensorflow as tf
 
-    from components.data.categories import OOV_SHARE
-    from components.training.job import with_oov_share
+    from amp_pipeline.components.data.categories import OOV_SHARE
+    from amp_pipeline.components.training.datasets import with_oov_share
 
     rng = np.random.default_rng(0)
     x = np.zeros((20_000, 5), np.float32)
@@ -339,7 +339,7 @@ def test_in_training_a_stated_share_of_ids_reads_as_out_of_vocabulary():
 
 
 def test_the_report_says_how_many_eval_rows_held_an_unseen_id_and_when_a_vocabulary_was_cut():
-    from pipeline.report import category_lines
+    from amp_pipeline.pipeline.report import category_lines
 
     lines = category_lines(
         {

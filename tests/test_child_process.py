@@ -15,7 +15,7 @@ MANY_CHILDREN = """
 import collections, sys
 from pathlib import Path
 import grpc
-from core.child_process import run_module
+from amp_pipeline.core.child_process import run_module
 
 channel = grpc.insecure_channel("127.0.0.1:1")  # starts gRPC's event engine and its poller
 try:
@@ -54,7 +54,7 @@ def test_a_child_whose_parent_is_gone_does_not_run(tmp_path):
     # Claim a parent that is not ours: the bootstrap sees it is re-parented and exits 143.
     env["AMP_PIPELINE_PARENT_PID"] = str(os.getpid() + 10_000_000)
     out = subprocess.run(
-        [sys.executable, "-m", "core.child_process", "tests.child_probe"],
+        [sys.executable, "-m", "amp_pipeline.core.child_process", "tests.child_probe"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -66,15 +66,16 @@ def test_a_child_whose_parent_is_gone_does_not_run(tmp_path):
 def test_run_module_finds_the_project_from_any_folder_and_logs_the_output(tmp_path, monkeypatch):
     """The trainers, autotune's probes and the speed measurement start `python -m` children
     through it: the project must import in the child whatever the working folder."""
-    from core.child_process import PROJECT_ROOT, run_module
+    from amp_pipeline.core.child_process import PROJECT_ROOT, run_module
 
     assert (PROJECT_ROOT / "components" / "gate" / "speed.py").is_file()
     monkeypatch.chdir(tmp_path)
     log = tmp_path / "child.log"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = run_module("core.names", [], log, env=env)  # importable, runs nothing
+    proc = run_module("amp_pipeline.core.names", [], log, env=env)  # importable, runs nothing
     assert proc.returncode == 0, log.read_text()
-    proc = run_module("components.gate.no_such_module", [], log, env=env)
-    assert proc.returncode != 0 and "No module named components.gate.no_such_module" in (
-        log.read_text()
+    proc = run_module("amp_pipeline.components.gate.no_such_module", [], log, env=env)
+    assert (
+        proc.returncode != 0
+        and "No module named amp_pipeline.components.gate.no_such_module" in (log.read_text())
     )

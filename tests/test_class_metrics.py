@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from components.gate import class_metrics
-from components.gate import rules as gate_rules
-from components.gate.stats import Paired
+from amp_pipeline.components.gate import class_metrics
+from amp_pipeline.components.gate import rules as gate_rules
+from amp_pipeline.components.gate.stats import Paired
 
 N, RARE = 2000, 66  # 3.3% defaults, as in ISLR's Default
 

@@ -5,9 +5,9 @@ import gzip
 import numpy as np
 import pytest
 
-from components.data.ingest import prepare
-from components.data.inspection import CsvOptions
-from core.errors import InputError
+from amp_pipeline.components.data.ingest import prepare
+from amp_pipeline.components.data.inspection import CsvOptions
+from amp_pipeline.core.errors import InputError
 
 
 def write(path, text, encoding="utf-8"):
@@ -202,7 +202,7 @@ PEAK = """
 import json, sys, tracemalloc
 from pathlib import Path
 import pyarrow as pa
-from components.data.ingest import prepare
+from amp_pipeline.components.data.ingest import prepare
 tracemalloc.start()
 spec = prepare(sys.argv[1], "label", Path(sys.argv[2]))
 print(json.dumps({"rows": spec.rows, "classes": sorted(spec.class_counts),

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from benchmarks.bench import loopback_cluster, scaling
-from components.training import distribution
-from components.training.distribution import DistributionError, Scaling, resolve
-from components.training.options import TrainOptions
+from amp_pipeline.benchmarks.speed.bench import loopback_cluster, scaling
+from amp_pipeline.components.training import distribution
+from amp_pipeline.components.training.distribution import DistributionError, Scaling, resolve
+from amp_pipeline.components.training.options import TrainOptions
 
 
 def cluster(chief: int, workers: int, task: tuple[str, int]) -> dict:
@@ -111,8 +111,8 @@ def test_scaling_efficiency_is_throughput_over_replicas_times_one_replica():
 
 
 def test_the_flags_reach_both_twins_train_options():
-    from pipeline.cli import build_parser
-    from pipeline.cli.flags import run_config
+    from amp_pipeline.pipeline.cli import build_parser
+    from amp_pipeline.pipeline.cli.flags import run_config
 
     args = build_parser().parse_args(
         ["run", "--distribution", "mirrored", "--cpu-replicas", "3", "--output", "/tmp/unused"]
@@ -122,7 +122,7 @@ def test_the_flags_reach_both_twins_train_options():
 
 
 def _spec(**kw):
-    from components.training.options import TrainSpec
+    from amp_pipeline.components.training.options import TrainSpec
 
     base = dict(
         train_files=(),
@@ -136,7 +136,7 @@ def _spec(**kw):
 
 
 def test_a_worker_that_is_not_the_chief_writes_only_to_a_local_folder(monkeypatch):
-    from components.training.trainer import for_this_task
+    from amp_pipeline.components.training.trainer import for_this_task
 
     monkeypatch.setenv("TF_CONFIG", json.dumps(cluster(1, 1, ("worker", 0))))
     spec, chief = for_this_task(_spec())
@@ -150,8 +150,8 @@ def test_a_worker_that_is_not_the_chief_writes_only_to_a_local_folder(monkeypatc
 
 
 def test_several_workers_share_the_rule_tables_recipe_instead_of_autotuning(monkeypatch):
-    from components.amp import precision
-    from components.training.trainer import for_this_task
+    from amp_pipeline.components.amp import precision
+    from amp_pipeline.components.training.trainer import for_this_task
 
     monkeypatch.setattr(
         precision,

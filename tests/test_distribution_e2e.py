@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks.bench import run_one
-from benchmarks.configs import BenchConfig
+from amp_pipeline.benchmarks.speed.bench import run_one
+from amp_pipeline.benchmarks.speed.configs import BenchConfig
 
 pytestmark = pytest.mark.e2e
 

@@ -23,8 +23,8 @@ ONE_OFF = ("kiosk", "fax", "pigeon", "telegram", "radio", "tv")
 def eval_rows(path: Path) -> set[int]:
     """The positions (among the labelled rows) ExampleGen puts in the eval split, by the same
     row keys and 4:1 hash buckets (components/data/example_gen.py)."""
-    from components.data.csv_format import CsvFormat, batches, row_keys, with_required
-    from components.data.ingest import prepare
+    from amp_pipeline.components.data.csv_format import CsvFormat, batches, row_keys, with_required
+    from amp_pipeline.components.data.ingest import prepare
 
     spec = prepare(str(path), "rating", path.parent / "inspect")
     fmt = CsvFormat.from_dict(spec.csv_format)

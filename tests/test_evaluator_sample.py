@@ -7,7 +7,7 @@ import tensorflow as tf
 from tfx.components.evaluator import executor as evaluator_executor
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
 
-from components.gate import evaluator
+from amp_pipeline.components.gate import evaluator
 
 
 def _examples(tmp_path, n: int) -> standard_artifacts.Examples:
@@ -87,6 +87,6 @@ def test_the_bound_is_the_runs_own_and_zero_lifts_it(tmp_path, monkeypatch):
 
 
 def test_the_run_configs_default_bound_is_the_evaluators():
-    from pipeline.config import RunConfig
+    from amp_pipeline.pipeline.config import RunConfig
 
     assert RunConfig().tfma_max_examples == evaluator.MAX_EXAMPLES

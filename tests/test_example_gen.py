@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.data.ingest import prepare
-from core.runner import runs_locally
-from pipeline.beam import BeamProfile
-from pipeline.local_runner import run_pipeline
-from pipeline.pipeline import make_example_gen
+from amp_pipeline.components.data.ingest import prepare
+from amp_pipeline.core.runner import runs_locally
+from amp_pipeline.pipeline.beam import BeamProfile
+from amp_pipeline.pipeline.local_runner import run_pipeline
+from amp_pipeline.pipeline.pipeline import make_example_gen
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -114,10 +114,10 @@ GROWTH_SCRIPT = textwrap.dedent(
     from pathlib import Path
     import numpy as np, psutil
     from tfx import v1 as tfx
-    from components.data.ingest import prepare
-    from pipeline.beam import BeamProfile
-    from pipeline.local_runner import run_pipeline
-    from pipeline.pipeline import make_example_gen
+    from amp_pipeline.components.data.ingest import prepare
+    from amp_pipeline.pipeline.beam import BeamProfile
+    from amp_pipeline.pipeline.local_runner import run_pipeline
+    from amp_pipeline.pipeline.pipeline import make_example_gen
 
     rows, root = int(sys.argv[1]), Path(sys.argv[2])
     x = np.random.default_rng(0).normal(size=(rows, 12)).round(3)
@@ -166,7 +166,7 @@ def test_the_split_key_of_a_row_is_its_values_whatever_the_batch_or_the_process(
     the same keys for any batch boundaries and in a fresh process, and a 4:1 split."""
     import pyarrow as pa
 
-    from components.data.csv_format import row_keys
+    from amp_pipeline.components.data.csv_format import row_keys
 
     rng = np.random.default_rng(0)
     n = 20_000
@@ -188,7 +188,7 @@ def test_the_split_key_of_a_row_is_its_values_whatever_the_batch_or_the_process(
     script = textwrap.dedent(
         f"""
         import numpy as np, pyarrow.parquet as pq
-        from components.data.csv_format import row_keys
+        from amp_pipeline.components.data.csv_format import row_keys
         t = pq.read_table({str(path)!r})
         print(",".join(str(k) for k in np.concatenate([row_keys(b) for b in t.to_batches()])[:50]))
         """

@@ -4,10 +4,16 @@ import keras
 import numpy as np
 import pytest
 
-from components.data.ingest import prepare
-from components.export.tflite import VARIANTS, ParityThresholds, TFLiteRunner, export_tflite
-from components.gate.rules import tflite_rules
-from components.training.job import TrainSpec, build_under_policy, float32_rebuild
+from amp_pipeline.components.data.ingest import prepare
+from amp_pipeline.components.export.tflite import (
+    VARIANTS,
+    ParityThresholds,
+    TFLiteRunner,
+    export_tflite,
+)
+from amp_pipeline.components.gate.rules import tflite_rules
+from amp_pipeline.components.training.model_building import build_under_policy, float32_rebuild
+from amp_pipeline.components.training.options import TrainSpec
 from tests.helpers import digits_rows
 
 pytestmark = pytest.mark.e2e

@@ -2,7 +2,7 @@
 
 import tensorflow as tf
 
-from components.export.saved_model import artifact_dtypes, check_artifact
+from amp_pipeline.components.export.saved_model import artifact_dtypes, check_artifact
 
 
 def _save(path, compute_dtype):

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from components.gate.rules import GateConfig
-from pipeline.summary import contract_violations
+from amp_pipeline.components.gate.rules import GateConfig
+from amp_pipeline.pipeline.summary import contract_violations
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.e2e

@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from components.gate.rules import GateConfig, Measurements, decide, to_markdown
+from amp_pipeline.components.gate.rules import GateConfig, Measurements, decide, to_markdown
 
 CFG = GateConfig(accuracy_tolerance=0.01, min_accuracy=0.9, min_speedup=1.5)
 GOOD = Measurements(
@@ -133,7 +133,7 @@ def test_config_validation_says_what_it_received():
 
 
 def _speed(ratios):
-    from components.gate.stats import median_and_spread
+    from amp_pipeline.components.gate.stats import median_and_spread
 
     return {"ratio": median_and_spread(ratios), "steps_per_burst": 20, "ratios": ratios}
 
@@ -170,7 +170,7 @@ def test_without_a_side_by_side_measurement_the_recipe_ratio_decides_and_says_so
 
 
 def test_accuracy_parity_uses_paired_evidence_when_there_is_some():
-    from components.gate.stats import Paired
+    from amp_pipeline.components.gate.stats import Paired
 
     noisy = dataclasses.replace(GOOD, parity=Paired(n=360, b=3, c=4))
     r = rule(decide(noisy, CFG), "accuracy_parity")
@@ -206,7 +206,7 @@ def test_the_review_case_is_rejected_at_the_defaults():
     import json
     from pathlib import Path
 
-    from components.gate.stats import Paired
+    from amp_pipeline.components.gate.stats import Paired
 
     record = json.loads(
         (Path(__file__).parent.parent / "benchmarks/results/gate_noise.json").read_text()
@@ -239,7 +239,7 @@ def test_the_review_case_is_rejected_at_the_defaults():
 
 
 def test_tflite_rules_judge_agreement_and_int8_accuracy_on_their_counts():
-    from components.gate.rules import tflite_rules
+    from amp_pipeline.components.gate.rules import tflite_rules
 
     report = {
         "reference": {"accuracy": 0.97, "examples": 37},
@@ -266,7 +266,7 @@ def test_tflite_rules_judge_agreement_and_int8_accuracy_on_their_counts():
 
 
 def test_a_float32_amp_trainer_skips_the_speed_rule_with_the_true_reason():
-    from components.gate.side_by_side import float32_reason
+    from amp_pipeline.components.gate.side_by_side import float32_reason
 
     winner = {"key": "float32/xla=off/batch=256/threads=2", "reason": "fastest of 4 candidates"}
     tuned = {"policy": "float32", "autotune": {"winner": winner}}

@@ -6,7 +6,7 @@ import zlib
 import numpy as np
 import pytest
 
-from components.gate.stats import (
+from amp_pipeline.components.gate.stats import (
     FAIL,
     PASS,
     UNPROVEN,

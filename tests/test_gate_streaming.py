@@ -7,9 +7,9 @@ import tracemalloc
 import numpy as np
 import tensorflow as tf
 
-from components.gate import evidence
-from components.gate.rules import GateConfig, Measurements, production_regression
-from core import names
+from amp_pipeline.components.gate import evidence
+from amp_pipeline.components.gate.rules import GateConfig, Measurements, production_regression
+from amp_pipeline.core import names
 from tests.helpers import write_eval_split
 
 

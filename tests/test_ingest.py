@@ -6,9 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from components.data.ingest import prepare, write_if_changed
-from components.data.inspection import CsvOptions
-from core.errors import InputError
+from amp_pipeline.components.data.ingest import prepare, write_if_changed
+from amp_pipeline.components.data.inspection import CsvOptions
+from amp_pipeline.core.errors import InputError
 
 
 def write(path, text):
@@ -101,7 +101,7 @@ def _unlabelled_csv(tmp_path, rows: int = 300_000):
 
 
 def test_rows_without_a_label_are_counted_over_the_whole_file_and_left_out(tmp_path):
-    from components.data.csv_format import CsvFormat, batches, with_required
+    from amp_pipeline.components.data.csv_format import CsvFormat, batches, with_required
 
     path, missing = _unlabelled_csv(tmp_path)
     spec = prepare(path, "label", tmp_path / "w")

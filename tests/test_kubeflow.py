@@ -8,12 +8,12 @@ import yaml
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from components.amp.precision import Hardware, choose_recipe
-from components.data.ingest import prepare
-from core.errors import InputError
-from kubeflow.target import ClusterTarget
-from pipeline.beam import BeamProfile
-from pipeline.config import RunConfig
+from amp_pipeline.components.amp.precision import Hardware, choose_recipe
+from amp_pipeline.components.data.ingest import prepare
+from amp_pipeline.core.errors import InputError
+from amp_pipeline.kubeflow.target import ClusterTarget
+from amp_pipeline.pipeline.beam import BeamProfile
+from amp_pipeline.pipeline.config import RunConfig
 from tests.conftest import ROOT, run_cli
 
 IMAGE = "europe-docker.pkg.dev/acme/ml/amp-pipeline:1.0"
@@ -37,8 +37,8 @@ NODES = {
 
 def local_dag(tmp_path) -> dict[str, set[str]]:
     """Each node's upstream nodes in the pipeline the local runner runs."""
-    from pipeline.local_runner import local_pipeline
-    from pipeline.pipeline import twin_options
+    from amp_pipeline.pipeline.local_runner import local_pipeline
+    from amp_pipeline.pipeline.pipeline import twin_options
 
     config = RunConfig(output=str(tmp_path / "out"), model_name="digits")
     data = prepare(None, "label", tmp_path / "data")
@@ -160,7 +160,7 @@ def test_the_speed_measurement_runs_on_the_trainers_accelerator(compiled):
 
 
 def test_machine_sizes_come_from_the_machine_type():
-    from kubeflow.runner import machine_resources
+    from amp_pipeline.kubeflow.runner import machine_resources
 
     assert machine_resources("n1-standard-8") == (8, 30.0)
     assert machine_resources("n2-highmem-16") == (16, 128.0)
@@ -228,7 +228,7 @@ def test_beam_profiles_name_the_missing_flag(profile, message):
 
 
 def test_beam_profile_arguments():
-    from pipeline.beam import DIRECT_NO_PRISM, DIRECT_NO_STAGING
+    from amp_pipeline.pipeline.beam import DIRECT_NO_PRISM, DIRECT_NO_STAGING
 
     assert BeamProfile("direct", workers=2).args() == [
         "--direct_running_mode=multi_processing",
@@ -270,7 +270,7 @@ def test_compiled_spec_imports_the_users_model_module_from_the_image(tmp_path):
         str(context),
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "the spec imports user_models.own_preprocessing" in result.stdout
+    assert "the spec imports amp_pipeline.user_models.own_preprocessing" in result.stdout
     # The module lands where kubeflow/Dockerfile copies it into the image ...
     copied = context / "user_models" / "own_preprocessing.py"
     assert copied.read_text() == (ROOT / "examples" / "own_preprocessing.py").read_text()
@@ -280,10 +280,10 @@ def test_compiled_spec_imports_the_users_model_module_from_the_image(tmp_path):
     spec = _spec(out)
     for trainer in ("TrainerFp32", "TrainerAmp"):
         config = tasks_param(spec, trainer, "custom_config")
-        assert config["model_module"]["ref"] == "user_models.own_preprocessing"
+        assert config["model_module"]["ref"] == "amp_pipeline.user_models.own_preprocessing"
         assert config["model_module"]["preprocessing"] is True
     transform = tasks_param(spec, "Transform", "custom_config")
-    assert transform["model_module"]["ref"] == "user_models.own_preprocessing"
+    assert transform["model_module"]["ref"] == "amp_pipeline.user_models.own_preprocessing"
     assert transform["custom_preprocessing"] is True
     assert str(tmp_path) not in out.read_text() and "examples/" not in out.read_text()
 
@@ -308,8 +308,8 @@ def test_several_trainer_replicas_need_vertex(tmp_path):
 
 
 def test_vertex_pools_for_one_replica_are_the_chief_alone():
-    from kubeflow.runner import worker_pools
-    from kubeflow.target import ClusterTarget
+    from amp_pipeline.kubeflow.runner import worker_pools
+    from amp_pipeline.kubeflow.target import ClusterTarget
 
     target = ClusterTarget("vertex", IMAGE, "gs://r", "gs://d", trainer_replicas=1)
     assert [p["replica_count"] for p in worker_pools(target, {})] == [1]

@@ -8,6 +8,11 @@ and inside them, data flows down and reports flow up:
     pipeline:    the run  <  cli
 
 `pipeline/cli/__init__.py` is the one deliberate exception: it assembles every package's commands.
+Every import of the project goes through its one namespace, `amp_pipeline` (`pyproject.toml` maps
+the folders under it); a bare `import core` would find whatever else is installed under that name.
+
+The layout's size limits are here too: no package folder holds more than 15 modules, and no
+module more than 500 lines.
 """
 
 import ast
@@ -16,6 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+NAMESPACE = "amp_pipeline"
 LAYERS = {"core": 0, "serving": 1, "components": 2, "pipeline": 3, "kubeflow": 4, "benchmarks": 4}
 EXCEPTIONS = {Path("pipeline/cli/__init__.py")}
 # Sub-packages and their layer inside their package ("": the package's own top-level modules).
@@ -37,8 +43,11 @@ def project_imports(path: Path) -> set[tuple[str, int]]:
         else:
             continue
         for name in names:
-            if name.split(".")[0] in LAYERS:
-                found.add((name, node.lineno))
+            first, _, rest = name.partition(".")
+            if first == NAMESPACE and rest.split(".")[0] in LAYERS:
+                found.add((rest, node.lineno))
+            elif first in LAYERS:  # the folder's name, outside the namespace
+                found.add((f"bare:{name}", node.lineno))
     return found
 
 
@@ -62,6 +71,10 @@ def violations(root: Path = ROOT) -> list[str]:
                 continue
             own = sublayer(package, rel.parts[1:-1] or ("",))
             for name, line in sorted(project_imports(path)):
+                if name.startswith("bare:"):
+                    bare = name.removeprefix("bare:").split(".")[0]
+                    out.append(f"{rel}:{line} imports {bare} outside the {NAMESPACE} namespace")
+                    continue
                 imported, *rest = name.split(".")
                 if imported != package:
                     if LAYERS[imported] >= layer:
@@ -82,26 +95,41 @@ def test_no_package_imports_one_above_it():
 
 def test_the_rule_catches_upward_and_sideways_imports(tmp_path):
     (tmp_path / "core").mkdir()
-    (tmp_path / "core" / "probe.py").write_text("from pipeline.config import RunConfig\n")
+    (tmp_path / "core" / "probe.py").write_text(
+        "from amp_pipeline.pipeline.config import RunConfig\n"
+    )
     (tmp_path / "kubeflow").mkdir()
     (tmp_path / "kubeflow" / "probe.py").write_text(
-        "def f():\n    import benchmarks.bench\n    from core import names\n"
+        "def f():\n"
+        "    import amp_pipeline.benchmarks.speed.bench\n"
+        "    from amp_pipeline.core import names\n"
     )
     (tmp_path / "pipeline" / "cli").mkdir(parents=True)
-    (tmp_path / "pipeline" / "cli" / "__init__.py").write_text("import kubeflow.cli\n")  # exception
+    exception = "import amp_pipeline.kubeflow.cli\n"
+    (tmp_path / "pipeline" / "cli" / "__init__.py").write_text(exception)
     assert violations(tmp_path) == [
         "core/probe.py:1 imports pipeline (layer 3)",
         "kubeflow/probe.py:2 imports benchmarks (layer 4)",
     ]
 
 
+def test_the_rule_catches_imports_outside_the_namespace(tmp_path):
+    (tmp_path / "serving").mkdir()
+    (tmp_path / "serving" / "probe.py").write_text("from core import names\nimport serving.rest\n")
+    assert violations(tmp_path) == [
+        "serving/probe.py:1 imports core outside the amp_pipeline namespace",
+        "serving/probe.py:2 imports serving outside the amp_pipeline namespace",
+    ]
+
+
 def test_the_rule_catches_imports_against_the_flow_inside_components_and_pipeline(tmp_path):
+    ns = "amp_pipeline"
     for folder, text in {
-        "components/data": "from components.training import job\n",  # data imports training
-        "components/gate": "from components.data import ingest\nfrom core import names\n",
-        "components/amp": "from components.export import tflite\n",  # side by side: same layer
-        "pipeline": "from pipeline.cli import flags\n",  # the run imports the CLI
-        "pipeline/cli": "from pipeline import summary\n",
+        "components/data": f"from {ns}.components.training import job\n",  # data imports training
+        "components/gate": f"from {ns}.components.data import ingest\nimport {ns}.core.names\n",
+        "components/amp": f"from {ns}.components.export import tflite\n",  # side by side
+        "pipeline": f"from {ns}.pipeline.cli import flags\n",  # the run imports the CLI
+        "pipeline/cli": f"from {ns}.pipeline import summary\n",
     }.items():
         (tmp_path / folder).mkdir(parents=True, exist_ok=True)
         (tmp_path / folder / "probe.py").write_text(text)
@@ -115,3 +143,32 @@ def test_the_rule_catches_imports_against_the_flow_inside_components_and_pipelin
 @pytest.mark.parametrize("package", sorted(LAYERS))
 def test_every_package_is_in_the_table(package):
     assert (ROOT / package / "__init__.py").exists()
+
+
+MAX_MODULES_PER_FOLDER = 15
+MAX_LINES_PER_MODULE = 500
+# The folders the wheel installs under amp_pipeline (tests/ and examples/ are not shipped).
+SHIPPED = (NAMESPACE, *LAYERS, "user_models")
+
+
+def package_folders(root: Path = ROOT) -> list[Path]:
+    return sorted(init.parent for top in SHIPPED for init in (root / top).rglob("__init__.py"))
+
+
+def test_no_package_folder_holds_more_than_15_modules():
+    crowded = {
+        str(folder.relative_to(ROOT)): n
+        for folder in package_folders()
+        if (n := len(list(folder.glob("*.py")))) > MAX_MODULES_PER_FOLDER
+    }
+    assert crowded == {}
+
+
+def test_no_module_is_longer_than_500_lines():
+    long = {
+        str(path.relative_to(ROOT)): n
+        for folder in package_folders()
+        for path in folder.glob("*.py")
+        if (n := len(path.read_text().splitlines())) > MAX_LINES_PER_MODULE
+    }
+    assert long == {}

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from components.amp.loss_scale import LossScaleMonitor
+from amp_pipeline.components.amp.loss_scale import LossScaleMonitor
 
 
 @pytest.fixture(autouse=True)
@@ -98,7 +98,7 @@ def test_nan_loss_without_loss_scaling_also_stops():
 
 
 def test_layers_with_non_float32_variables_are_named_under_a_mixed_policy():
-    from components.amp.rules import variable_dtype_warnings
+    from amp_pipeline.components.amp.rules import variable_dtype_warnings
 
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     inputs = keras.Input((4,))
@@ -118,9 +118,9 @@ def test_every_extra_seed_is_watched_as_the_first_one_is(monkeypatch, tmp_path):
 
     import tensorflow as tf
 
-    from components.amp.loss_scale import LossScaleCollapse
-    from components.training import job as trainer_job
-    from components.training.options import TrainSpec
+    from amp_pipeline.components.amp.loss_scale import LossScaleCollapse
+    from amp_pipeline.components.training import datasets, fitting
+    from amp_pipeline.components.training.options import TrainSpec
 
     def poisoned(spec, policy, strategy=None):
         model = _mlp(policy, kernel_scale=0.05)
@@ -133,9 +133,9 @@ def test_every_extra_seed_is_watched_as_the_first_one_is(monkeypatch, tmp_path):
     def dataset(files, transform_output, batch_size, seed, train, compression="GZIP"):
         return tf.data.Dataset.from_tensor_slices((x, y)).batch(batch_size).repeat()
 
-    monkeypatch.setattr(trainer_job, "build_fresh", poisoned)
-    monkeypatch.setattr(trainer_job, "make_dataset", dataset)
-    monkeypatch.setattr(trainer_job, "compile_model", _compile)
+    monkeypatch.setattr(fitting, "build_fresh", poisoned)
+    monkeypatch.setattr(datasets, "make_dataset", dataset)
+    monkeypatch.setattr(fitting, "compile_model", _compile)
     spec = TrainSpec(
         train_files=(),
         eval_files=(),
@@ -152,7 +152,7 @@ def test_every_extra_seed_is_watched_as_the_first_one_is(monkeypatch, tmp_path):
     first = {"seed": 42, "accuracy": None}
     with pytest.raises(LossScaleCollapse, match=r"seed 43: training stopped: the loss was NaN"):
         eval_ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
-        trainer_job.train_other_seeds(spec, False, eval_ds, served, first)
+        fitting.train_other_seeds(spec, False, eval_ds, served, first)
 
 
 def _compile(spec, model, jit_compile, strategy=None):

@@ -73,7 +73,7 @@ def test_two_concurrent_runs_land_complete_on_a_real_server(mlflow_server, tmp_p
             [
                 sys.executable,
                 "-m",
-                "pipeline.cli",
+                "amp_pipeline.pipeline.cli",
                 "run",
                 "--output",
                 str(out),

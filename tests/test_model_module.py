@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.amp import readiness
-from components.amp import rules as amp_rules
-from components.amp.diagnosis import why_not_faster
-from components.models import user_module as model_module
-from components.models.user_module import ModelModuleError, ModelSpec
+from amp_pipeline.components.amp import readiness
+from amp_pipeline.components.amp import rules as amp_rules
+from amp_pipeline.components.amp.diagnosis import why_not_faster
+from amp_pipeline.components.models import user_module as model_module
+from amp_pipeline.components.models.user_module import ModelModuleError, ModelSpec
 
 SPEC = ModelSpec(
     input_width=16,

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from components.amp.perf import PeakMemory, StepTimer
+from amp_pipeline.components.amp.perf import PeakMemory, StepTimer
 
 
 def test_cpu_peak_memory_sees_an_allocation_inside_the_section_only():

@@ -278,9 +278,9 @@ def test_anomalies_stop_the_run_before_training(digits_run, tmp_path):
 def test_mirrored_over_two_cpu_devices_trains_and_exports(digits_run, tmp_path):
     """The real trainer process under --distribution mirrored (2 logical CPU devices) on the
     digits run's Transform output: the global batch, the scaled learning rate, the export."""
-    from components.data.ingest import prepare
-    from components.training.options import TrainSpec
-    from components.training.trainer import run_in_subprocess
+    from amp_pipeline.components.data.ingest import prepare
+    from amp_pipeline.components.training.options import TrainSpec
+    from amp_pipeline.components.training.trainer import run_in_subprocess
 
     out, _ = digits_run
     # The first run's Transform output (later tests in this module run in the same folder, and

@@ -2,7 +2,7 @@
 
 import pytest
 
-from components.amp.precision import Hardware, choose_recipe, cpu_flags
+from amp_pipeline.components.amp.precision import Hardware, choose_recipe, cpu_flags
 
 AMX_CPU = Hardware("cpu", "Xeon with AMX", features=("amx_bf16", "avx512_bf16", "avx512f"))
 AVX2_CPU = Hardware("cpu", "AMD EPYC (AVX2 only)", features=())

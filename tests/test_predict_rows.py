@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from tensorflow.core.framework import types_pb2
 
-from core.errors import InputError
-from pipeline.cli.predict import read_rows
+from amp_pipeline.core.errors import InputError
+from amp_pipeline.pipeline.cli.predict import read_rows
 
 INPUTS = {
     "Monthly_charges": types_pb2.DT_FLOAT,

@@ -2,8 +2,8 @@
 
 import pytest
 
-from core.errors import InputError
-from pipeline import preflight
+from amp_pipeline.core.errors import InputError
+from amp_pipeline.pipeline import preflight
 
 
 @pytest.fixture

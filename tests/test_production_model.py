@@ -6,10 +6,13 @@ import pytest
 import tensorflow as tf
 from tfx.types import standard_artifacts, standard_component_specs
 
-from components.gate import production_evaluator
-from components.gate.production_evaluator import ProductionModelMismatch, check_production_model
-from core import names
-from core.errors import InputError
+from amp_pipeline.components.gate import production_evaluator
+from amp_pipeline.components.gate.production_evaluator import (
+    ProductionModelMismatch,
+    check_production_model,
+)
+from amp_pipeline.core import names
+from amp_pipeline.core.errors import InputError
 from tests.helpers import write_eval_split
 
 

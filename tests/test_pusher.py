@@ -4,8 +4,8 @@ import shutil
 
 import pytest
 
-from serving.pusher import PARTIAL_PREFIX, clean_partial_pushes, publish, versions
-from serving.repository import version_dirs
+from amp_pipeline.serving.pusher import PARTIAL_PREFIX, clean_partial_pushes, publish, versions
+from amp_pipeline.serving.repository import version_dirs
 
 
 def _model(path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from components.training.reference import Reference, fit_bias, predict_bias
+from amp_pipeline.components.training.reference import Reference, fit_bias, predict_bias
 
 
 def _ratings(n: int = 20_000, users: int = 300, items: int = 120, seed: int = 0):
@@ -75,9 +75,9 @@ def test_numbers_and_ids_together_get_ridge_then_offsets_on_its_residuals():
 
 
 def test_min_gain_over_baseline_is_a_rule_only_when_asked_and_the_estimate_decides():
-    from components.gate import regression
-    from components.gate.rules import GateConfig
-    from components.gate.stats import ErrorPairs
+    from amp_pipeline.components.gate import regression
+    from amp_pipeline.components.gate.rules import GateConfig
+    from amp_pipeline.components.gate.stats import ErrorPairs
 
     rng = np.random.default_rng(0)
     reference = np.abs(rng.normal(0, 1.0, (1, 2000)))

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from components.gate import regression
-from components.gate import stats as gate_stats
-from components.gate.rules import GateConfig, Measurements
+from amp_pipeline.components.gate import regression
+from amp_pipeline.components.gate import stats as gate_stats
+from amp_pipeline.components.gate.rules import GateConfig, Measurements
 
 
 def pairs_with(diff: np.ndarray, reference: np.ndarray) -> gate_stats.ErrorPairs:
@@ -165,9 +165,9 @@ def test_the_label_is_standardised_over_the_train_split_and_read_back(tmp_path):
     import tensorflow_transform.beam as tft_beam
     from tensorflow_transform.tf_metadata import schema_utils
 
-    from components.data.preprocessing import label_scale, standardized_label
-    from core.data_spec import REGRESSION, DataSpec
-    from core.names import LABEL_KEY
+    from amp_pipeline.components.data.preprocessing import label_scale, standardized_label
+    from amp_pipeline.core.data_spec import REGRESSION, DataSpec
+    from amp_pipeline.core.names import LABEL_KEY
 
     spec = DataSpec(
         source="t.csv", format="csv", input_base=".", input_pattern="*.csv", label="price",
@@ -224,8 +224,8 @@ def test_the_label_is_standardised_over_the_train_split_and_read_back(tmp_path):
 def test_a_module_model_for_a_regression_label_must_return_one_value():
     import keras
 
-    from components.models import user_module
-    from components.models.user_module import ModelModuleError, ModelSpec, ModuleRef
+    from amp_pipeline.components.models import user_module
+    from amp_pipeline.components.models.user_module import ModelModuleError, ModelSpec, ModuleRef
 
     spec = ModelSpec(input_width=4, feature_names=("a",), num_classes=0, class_names=(),
                      task="regression")  # fmt: skip
@@ -242,8 +242,8 @@ def test_a_module_model_for_a_regression_label_must_return_one_value():
 
 
 def test_the_table_and_report_show_errors_not_accuracy():
-    from pipeline.cli.table import quality_rows, tflite_line
-    from pipeline.report import quality_line
+    from amp_pipeline.pipeline.cli.table import quality_rows, tflite_line
+    from amp_pipeline.pipeline.report import quality_line
 
     summary = {
         "task": "regression",
@@ -267,8 +267,13 @@ def test_the_default_training_length_is_one_pass_over_the_train_split(tmp_path):
     of the labelled rows) at the batch, within [300, 20,000]; set, it is what it says."""
     import dataclasses
 
-    from core.data_spec import REGRESSION, DataSpec
-    from pipeline.config import RunConfig, auto_train_steps, steps_text, with_data_steps
+    from amp_pipeline.core.data_spec import REGRESSION, DataSpec
+    from amp_pipeline.pipeline.config import (
+        RunConfig,
+        auto_train_steps,
+        steps_text,
+        with_data_steps,
+    )
 
     data = DataSpec(
         source="r.csv", format="csv", input_base=".", input_pattern="r.csv", label="rating",
@@ -293,8 +298,8 @@ def test_the_default_training_length_is_one_pass_over_the_train_split(tmp_path):
 
 
 def test_the_train_steps_flag_unset_means_sized_by_the_data():
-    from pipeline.cli import build_parser
-    from pipeline.cli.flags import run_config
+    from amp_pipeline.pipeline.cli import build_parser
+    from amp_pipeline.pipeline.cli.flags import run_config
 
     unset = run_config(build_parser().parse_args(["run", "--output", "/tmp/unused"]))
     assert unset.auto_train_steps and unset.train.train_steps == 300

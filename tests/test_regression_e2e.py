@@ -68,7 +68,7 @@ def test_a_price_label_is_trained_as_regression_and_gated_on_its_errors(gems_run
     assert summary["data"]["bag_features"] == [["tags", 3]]  # up to 3 tags a gem
     import keras
 
-    from components.models import builtin  # noqa: F401 - registers the custom layers
+    from amp_pipeline.components.models import builtin  # noqa: F401 - registers the custom layers
 
     saved = next((out / "tfx" / "TrainerAmp").rglob("model.keras"))
     embedding = keras.saving.load_model(saved).get_layer("dealer_id_embedding")

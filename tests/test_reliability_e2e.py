@@ -26,7 +26,7 @@ class Run:
 
     def __init__(self, out: Path, *args: str):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.cli", "run", "--output", str(out), *args],
+            [sys.executable, "-m", "amp_pipeline.pipeline.cli", "run", "--output", str(out), *args],
             cwd=ROOT,
             env=clean_env(),
             stdout=subprocess.PIPE,
@@ -48,7 +48,7 @@ class Run:
             assert self.proc.poll() is None, "".join(self.lines) + self.proc.stderr.read()
             for child in psutil.Process(self.proc.pid).children(recursive=True):
                 try:
-                    if "components.training.process" in " ".join(child.cmdline()):
+                    if "amp_pipeline.components.training.process" in " ".join(child.cmdline()):
                         return child
                 except psutil.Error:
                     continue
@@ -216,7 +216,8 @@ import keras
 
 def build_model(spec):
     """The driver builds it to size the batch; the trainer's process finds its disk full."""
-    if getattr(sys.modules["__main__"].__spec__, "name", "") == "components.training.process":
+    if getattr(sys.modules["__main__"].__spec__, "name", "") ==
+    "amp_pipeline.components.training.process":
         raise OSError(errno.ENOSPC, "No space left on device", "/srv/out/model_run/checkpoint")
     inputs = keras.Input((spec.input_width,), name="x")
     outputs = keras.layers.Dense(spec.num_classes, activation="softmax")(inputs)

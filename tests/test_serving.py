@@ -12,11 +12,11 @@ import pytest
 import tensorflow as tf
 import yaml
 
-from serving import deploy
-from serving.batching import Batcher, BatchingConfig
-from serving.errors import ServingError
-from serving.repository import InputSpec, ModelRepository
-from serving.tensors import check_inputs, parse_rest_request, to_rest_response
+from amp_pipeline.serving import deploy
+from amp_pipeline.serving.batching import Batcher, BatchingConfig
+from amp_pipeline.serving.errors import ServingError
+from amp_pipeline.serving.repository import InputSpec, ModelRepository
+from amp_pipeline.serving.tensors import check_inputs, parse_rest_request, to_rest_response
 
 
 def _pushed(root: Path, name: str, versions) -> Path:
@@ -314,7 +314,7 @@ def test_a_request_for_the_latest_version_never_names_a_version_it_did_not_ask_f
 
 
 def test_gate_rule_carries_the_infra_validation_reason():
-    from components.gate.rules import serving_rule
+    from amp_pipeline.components.gate.rules import serving_rule
 
     failed = serving_rule(
         {
@@ -383,7 +383,7 @@ def test_the_rest_server_queues_64_connections_that_arrive_at_once():
     the kernel dropped all but about 6 and the rest waited for a SYN retry or were reset."""
     import socket
 
-    from serving.rest import RestServer
+    from amp_pipeline.serving.rest import RestServer
 
     server = RestServer(("127.0.0.1", 0), core=None, max_request_bytes=1024)
     clients = []

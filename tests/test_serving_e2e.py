@@ -23,8 +23,8 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 
-from benchmarks.serving_load import grpc_call_factory, load, stop_server, wait_ready
-from serving.client import ClientConfig
+from amp_pipeline.benchmarks.load.serving import grpc_call_factory, load, stop_server, wait_ready
+from amp_pipeline.serving.client import ClientConfig
 from tests import serving_models
 from tests.conftest import ROOT, clean_env
 from tests.helpers import free_port
@@ -58,7 +58,7 @@ def server(tmp_path_factory):
     grpc_port, rest_port = free_port(), free_port()
     process = subprocess.Popen(
         [
-            sys.executable, "-m", "pipeline.cli", "serve",
+            sys.executable, "-m", "amp_pipeline.pipeline.cli", "serve",
             "--model-dir", str(base),
             "--grpc-port", str(grpc_port),
             "--rest-port", str(rest_port),
@@ -374,8 +374,8 @@ def test_status_lists_a_failed_version_and_a_model_without_one_is_unavailable(tm
     grpc_port, rest_port = free_port(), free_port()
     process = subprocess.Popen(
         [
-            sys.executable, "-m", "pipeline.cli", "serve", "--model-dir", str(base.parent),
-            "--grpc-port", str(grpc_port), "--rest-port", str(rest_port),
+            sys.executable, "-m", "amp_pipeline.pipeline.cli", "serve", "--model-dir",
+            str(base.parent), "--grpc-port", str(grpc_port), "--rest-port", str(rest_port),
             "--poll-seconds", "0.3",
         ],
         cwd=ROOT, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

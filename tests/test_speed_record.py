@@ -2,9 +2,9 @@
 
 import pytest
 
-from components.gate import speed_record
-from components.gate.side_by_side import float32_reason
-from components.gate.stats import median_and_spread
+from amp_pipeline.components.gate import speed_record
+from amp_pipeline.components.gate.side_by_side import float32_reason
+from amp_pipeline.components.gate.stats import median_and_spread
 
 FP32 = {
     "policy": "float32",
@@ -88,7 +88,7 @@ def test_no_side_by_side_rounds_leave_the_gate_the_recipe_ratio(tmp_path):
     gate's speed rule judges the trainers' own throughputs."""
     import json
 
-    from components.gate import rules, side_by_side
+    from amp_pipeline.components.gate import rules, side_by_side
 
     fp32, amp = FP32, {**AMP, "examples_per_sec": 1500.0}
     for name, figures in (("fp32", fp32), ("amp", amp)):

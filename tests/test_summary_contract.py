@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-from pipeline.summary import CONTRACT, contract_keys, contract_violations
+from amp_pipeline.pipeline.summary import CONTRACT, contract_keys, contract_violations
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -4,11 +4,11 @@ regression`), decided in the input check's one streaming pass."""
 import numpy as np
 import pytest
 
-from components.data import inspection
-from components.data.ingest import prepare
-from components.data.inspection import CsvOptions
-from components.data.report import format_data
-from core.errors import InputError
+from amp_pipeline.components.data import inspection
+from amp_pipeline.components.data.ingest import prepare
+from amp_pipeline.components.data.inspection import CsvOptions
+from amp_pipeline.components.data.report import format_data
+from amp_pipeline.core.errors import InputError
 
 
 def _csv(path, labels, header="x,y"):
@@ -84,7 +84,7 @@ def test_too_many_classes_to_count_is_one_line(tmp_path):
 
 
 def test_an_ordered_integer_label_trained_as_classes_suggests_regression(tmp_path):
-    from components.data.ingest import prepare
+    from amp_pipeline.components.data.ingest import prepare
 
     path = tmp_path / "stars.csv"
     path.write_text("x,stars\n" + "".join(f"{i % 13},{1 + i % 5}\n" for i in range(400)))

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from components.data import text
-from components.data.ingest import prepare
-from components.data.inspection import CsvOptions
-from core.errors import InputError
+from amp_pipeline.components.data import text
+from amp_pipeline.components.data.ingest import prepare
+from amp_pipeline.components.data.inspection import CsvOptions
+from amp_pipeline.core.errors import InputError
 from tests.helpers import text_rows, write_csv
 
 # Unicode (accents, sharp s, dotted capital I, final sigma, ligatures, full-width letters),
@@ -139,7 +139,7 @@ def test_bad_text_input_is_one_line_naming_the_column_or_flag(tmp_path):
 def bert():
     import keras
 
-    from components.models.builtin import build_model
+    from amp_pipeline.components.models.builtin import build_model
 
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:
@@ -188,7 +188,7 @@ def test_attention_through_call_masks_padded_keys_and_a_text_of_only_padding():
     padding attends to nothing (the output projection's bias alone)."""
     import keras
 
-    from components.models.builtin import Float32SoftmaxAttention
+    from amp_pipeline.components.models.builtin import Float32SoftmaxAttention
 
     keras.utils.set_random_seed(0)
     layer = Float32SoftmaxAttention(2, 4, dtype="mixed_bfloat16")
@@ -214,7 +214,7 @@ def test_padding_is_masked_so_padding_length_changes_nothing():
     """The same text padded to 16 or to 32 ids gives the same probabilities."""
     import keras
 
-    from components.models.builtin import build_model
+    from amp_pipeline.components.models.builtin import build_model
 
     def model(length):
         keras.utils.set_random_seed(3)
@@ -247,8 +247,8 @@ def test_the_text_model_module_example_gets_the_text_facts_and_trains_under_bflo
     """examples/text_cnn.py as the pipeline builds a module: its spec from a real DataSpec."""
     import keras
 
-    from components.data.preprocessing import feature_width, model_spec
-    from components.models import user_module
+    from amp_pipeline.components.data.preprocessing import feature_width, model_spec
+    from amp_pipeline.components.models import user_module
 
     path = write_csv(tmp_path / "posts.csv", text_rows(300))
     data = prepare(str(path), "label", tmp_path / "w", csv_options=CsvOptions(vocab_size=500))
@@ -280,7 +280,7 @@ def test_eval_texts_missing_from_a_domain_of_train_texts_are_not_drift():
     dropped (and a boolean domain SchemaGen guessed for an integer)."""
     from tensorflow_metadata.proto.v0 import anomalies_pb2
 
-    from components.data.anomaly_check import tolerate
+    from amp_pipeline.components.data.anomaly_check import tolerate
 
     result = anomalies_pb2.Anomalies()
     unexpected = anomalies_pb2.AnomalyInfo.ENUM_TYPE_UNEXPECTED_STRING_VALUES
@@ -300,8 +300,8 @@ def test_the_encoder_passes_the_readiness_check_under_mixed_bfloat16():
     by design, and its numbers under bfloat16 stay within the check's bound."""
     import keras
 
-    from components.amp import readiness
-    from components.models.builtin import build_model
+    from amp_pipeline.components.amp import readiness
+    from amp_pipeline.components.models.builtin import build_model
 
     def build(policy):
         keras.mixed_precision.set_global_policy(policy)
@@ -336,8 +336,8 @@ def test_the_loss_scale_history_stays_healthy_under_mixed_float16():
     tiny encoder for a few steps: the scale must not collapse and the loss must stay finite."""
     import keras
 
-    from components.amp.loss_scale import LossScaleMonitor
-    from components.models.builtin import build_model
+    from amp_pipeline.components.amp.loss_scale import LossScaleMonitor
+    from amp_pipeline.components.models.builtin import build_model
 
     keras.mixed_precision.set_global_policy("mixed_float16")
     try:
@@ -362,7 +362,7 @@ def test_the_loss_scale_history_stays_healthy_under_mixed_float16():
 
 
 def _text_spec(**kw):
-    from components.models.user_module import ModelSpec
+    from amp_pipeline.components.models.user_module import ModelSpec
 
     return ModelSpec(
         input_width=6, feature_names=("likes", "age", "post"), num_classes=2,
@@ -378,7 +378,7 @@ def test_mlp_reads_text_as_the_mean_of_its_token_embeddings_ids_exact_under_bflo
     not 4992; 257 stays 257, not 256)."""
     import keras
 
-    from components.models.builtin import build_from_spec
+    from amp_pipeline.components.models.builtin import build_from_spec
 
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:
@@ -405,7 +405,7 @@ def test_mlp_reads_text_as_the_mean_of_its_token_embeddings_ids_exact_under_bflo
 
 @pytest.mark.parametrize("name", ["transformer", "cnn"])
 def test_models_that_read_numbers_refuse_id_features_naming_the_model(name):
-    from components.models.builtin import build_from_spec
+    from amp_pipeline.components.models.builtin import build_from_spec
 
     with pytest.raises(ValueError, match=f"'{name}' reads every column as a number.*post"):
         build_from_spec(name, _text_spec())
@@ -414,8 +414,13 @@ def test_models_that_read_numbers_refuse_id_features_naming_the_model(name):
 def test_auto_picks_the_text_model_by_the_labelled_rows_and_says_why():
     import dataclasses
 
-    from core.data_spec import DataSpec
-    from pipeline.config import TEXT_ENCODER_MIN_ROWS, RunConfig, model_for, model_reason
+    from amp_pipeline.core.data_spec import DataSpec
+    from amp_pipeline.pipeline.config import (
+        TEXT_ENCODER_MIN_ROWS,
+        RunConfig,
+        model_for,
+        model_reason,
+    )
 
     data = DataSpec(
         source="t.csv", format="csv", input_base=".", input_pattern="t.csv", label="label",

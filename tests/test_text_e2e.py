@@ -69,8 +69,8 @@ def test_the_tflite_model_answers_through_the_shipped_tokenizer(text_run):
     the .tflite, put the ids where the sidecar says, run the interpreter."""
     import tensorflow as tf
 
-    from components.data import text
-    from components.export.tflite import TFLiteRunner
+    from amp_pipeline.components.data import text
+    from amp_pipeline.components.export.tflite import TFLiteRunner
     from tests.helpers import csv_rows
 
     data, out, result = text_run

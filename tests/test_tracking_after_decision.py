@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from pipeline.local_runner import track_after_decision
+from amp_pipeline.pipeline.local_runner import track_after_decision
 
 
 class BrokenTracker:
@@ -41,7 +41,7 @@ def test_the_decision_and_the_push_stand_when_mlflow_fails_after_them(tmp_path):
 
 
 def test_an_interrupt_during_tracking_is_not_swallowed(tmp_path):
-    from pipeline.signals import Interrupted
+    from amp_pipeline.pipeline.signals import Interrupted
 
     def track():
         raise Interrupted(15)
@@ -74,7 +74,7 @@ class RacingRegistry:
 def test_a_champion_alias_set_concurrently_is_set_again_and_other_errors_stand(monkeypatch):
     from mlflow.exceptions import MlflowException
 
-    from pipeline import tracking
+    from amp_pipeline.pipeline import tracking
 
     monkeypatch.setattr(tracking.time, "sleep", lambda s: None)
     registry = RacingRegistry(collisions=2)

@@ -5,8 +5,8 @@ import types
 
 import pytest
 
-from components.training.options import TrainOptions, TrainSpec
-from components.training.trainer import spec_from_fn_args
+from amp_pipeline.components.training.options import TrainOptions, TrainSpec
+from amp_pipeline.components.training.trainer import spec_from_fn_args
 
 
 def test_a_trainer_reads_back_exactly_the_options_create_pipeline_wrote():

@@ -1,6 +1,6 @@
 """Training order does not depend on input order: a label-sorted train split larger than the
 in-memory bound (lowered here) trains as well as the same split trained from memory, where
-every pass is a fresh permutation (components/training/job.py: shuffled_split)."""
+every pass is a fresh permutation (components/training/datasets.py: shuffled_split)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.training import job
-from components.training.options import TrainSpec
-from core.names import FEATURES_KEY, LABEL_KEY
+from amp_pipeline.components.training import datasets
+from amp_pipeline.components.training.options import TrainSpec
+from amp_pipeline.core.names import FEATURES_KEY, LABEL_KEY
 
 ROWS, WIDTH, CLASSES = 24_000, 8, 4  # twice the shuffle buffer's 10,000, and more
 
@@ -90,24 +90,24 @@ def test_a_sorted_split_past_the_in_memory_bound_trains_as_well_as_from_memory(
     sorted_split, monkeypatch
 ):
     spec, test, _ = sorted_split
-    from_memory = _accuracy(job.train_dataset(spec, 64, spec.seed), test)
-    monkeypatch.setattr(job, "IN_MEMORY_MAX_BYTES", 0)  # the bound lowered: the split streams
-    job._shuffled_copy.cache_clear()
-    assert job.memory_arrays(spec, 64) is None
-    streamed = _accuracy(job.train_dataset(spec, 64, spec.seed), test)
+    from_memory = _accuracy(datasets.train_dataset(spec, 64, spec.seed), test)
+    monkeypatch.setattr(datasets, "IN_MEMORY_MAX_BYTES", 0)  # the bound lowered: the split streams
+    datasets._shuffled_copy.cache_clear()
+    assert datasets.memory_arrays(spec, 64) is None
+    streamed = _accuracy(datasets.train_dataset(spec, 64, spec.seed), test)
     assert from_memory > 0.75
     assert abs(streamed - from_memory) <= 0.02, (streamed, from_memory)
     # Each batch of the streamed split holds every class about equally; the files as written,
     # through the 10,000-example shuffle buffer, hand over a class or two per batch.
-    assert _classes_per_batch(job.train_dataset(spec, 64, spec.seed)) == 4
-    as_written = job.make_dataset(spec.train_files, spec.transform_output, 64, spec.seed, True)
+    assert _classes_per_batch(datasets.train_dataset(spec, 64, spec.seed)) == 4
+    as_written = datasets.make_dataset(spec.train_files, spec.transform_output, 64, spec.seed, True)
     assert _classes_per_batch(as_written) <= 2
 
 
 def test_the_shuffled_copy_holds_every_record_once_in_a_random_order(sorted_split, tmp_path):
     spec, _, labels = sorted_split
     files = sorted(tf.io.gfile.glob(spec.train_files[0]))
-    parts = job.shuffled_split(files, tmp_path / "copy", 7, 1_000_000, 200_000)
+    parts = datasets.shuffled_split(files, tmp_path / "copy", 7, 1_000_000, 200_000)
     assert len(parts) == 5 and not (tmp_path / "copy" / "buckets").exists()
     features = {
         FEATURES_KEY: tf.io.FixedLenFeature([WIDTH], tf.float32),

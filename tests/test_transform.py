@@ -5,7 +5,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from tfx.components.transform import executor as transform_executor
 from tfx.proto import example_gen_pb2
 
-from components.data import transform
+from amp_pipeline.components.data import transform
 
 
 def _schema(*shapes: list[int] | None) -> schema_pb2.Schema:

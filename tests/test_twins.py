@@ -2,9 +2,9 @@
 
 import pytest
 
-from components.gate import rules as gate_rules
-from components.gate import twins
-from components.gate.stats import Paired
+from amp_pipeline.components.gate import rules as gate_rules
+from amp_pipeline.components.gate import twins
+from amp_pipeline.components.gate.stats import Paired
 
 CFG = gate_rules.GateConfig()
 SLOW = {"ratio": {"median": 0.96, "min": 0.9, "max": 1.0, "q1": 0.93, "q3": 0.98, "n": 7},
@@ -108,7 +108,7 @@ def test_decision_md_shows_both_twins_side_by_side():
 
 @pytest.mark.parametrize("probe_gain,no_gain", [(0.97, True), (1.9, False)])
 def test_the_recipe_probe_says_when_amp_is_unlikely_to_pay(probe_gain, no_gain):
-    from components.amp.diagnosis import probe_text
+    from amp_pipeline.components.amp.diagnosis import probe_text
 
     probe = {"shape": [64, 128, 128], "dtype": "bfloat16", "gain": probe_gain,
              "no_gain": no_gain}  # fmt: skip
@@ -120,7 +120,7 @@ def test_the_recipe_probe_says_when_amp_is_unlikely_to_pay(probe_gain, no_gain):
 def test_largest_gemm_reads_dense_and_conv_shapes():
     import keras
 
-    from components.amp.diagnosis import largest_gemm
+    from amp_pipeline.components.amp.diagnosis import largest_gemm
 
     inputs = keras.Input((16, 16, 1))
     x = keras.layers.Conv2D(32, 3, padding="same")(inputs)  # (64*256, 9, 32)

@@ -38,7 +38,7 @@ fi
 stage() {  # stage NAME TIMEOUT_S ARGS...: one bench, its files under $OUT/NAME/
   local name=$1 limit=$2; shift 2
   echo "== $name ($(date +%T))"
-  timeout "$limit" "$PYTHON" -m benchmarks bench --backend jax --repeats 1 \
+  timeout "$limit" "$PYTHON" -m amp_pipeline.benchmarks bench --backend jax --repeats 1 \
     --output "$OUT/$name" "$@" 2>&1 | tee "$OUT/$name.log"
 }
 

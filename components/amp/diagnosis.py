@@ -32,7 +32,7 @@ def trivial_step_ms(batch_size: int, width: int, num_classes: int, steps: int = 
     import keras
     import tensorflow as tf
 
-    from components.amp.perf import StepTimer
+    from amp_pipeline.components.amp.perf import StepTimer
 
     inputs = keras.Input((width,))
     model = keras.Model(inputs, keras.layers.Dense(num_classes, dtype="float32")(inputs))
@@ -87,7 +87,7 @@ def matmul_gain(reduced: str, m: int, k: int, n: int, reps: int = 5) -> dict:
 
 def widest_layer(model) -> int:
     """The largest `units` or `filters` of any layer in `model` (at least 1)."""
-    from components.amp.rules import layers_of
+    from amp_pipeline.components.amp.rules import layers_of
 
     sizes = [getattr(layer, a, 0) for layer in layers_of(model) for a in ("units", "filters")]
     return max([s for s in sizes if isinstance(s, int)] + [1])
@@ -103,7 +103,7 @@ def largest_gemm(model, batch_size: int) -> tuple[int, int, int] | None:
     are known (a model not yet built)."""
     import math
 
-    from components.amp.rules import layers_of
+    from amp_pipeline.components.amp.rules import layers_of
 
     best, best_flops = None, 0
     for layer in layers_of(model):

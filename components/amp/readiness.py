@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from components.amp import rules as amp_rules
+from amp_pipeline.components.amp import rules as amp_rules
 
 logger = logging.getLogger(__name__)
 

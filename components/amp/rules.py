@@ -15,8 +15,8 @@ import logging
 
 import keras
 
-from components.models.user_module import ModelModuleError
-from core import names
+from amp_pipeline.components.models.user_module import ModelModuleError
+from amp_pipeline.core import names
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from tensorflow_metadata.proto.v0 import anomalies_pb2
 from tfx import v1 as tfx
 from tfx.types import artifact_utils
 
-from core.errors import InputError
+from amp_pipeline.core.errors import InputError
 
 
 class AnomaliesFound(InputError):

@@ -17,8 +17,8 @@ the TFLite models (one value per line, most frequent first):
 No hashed buckets: a device maps values to ids with the vocabulary alone (no FarmHash).
 
 In training only, OOV_SHARE of the category and bag ids (a seeded draw per example and id)
-are replaced by the out-of-vocabulary id (components/training/job.py), so that its embedding row
-learns what an average unseen value looks like instead of staying at its random start.
+are replaced by the out-of-vocabulary id (components/training/datasets.py), so that its embedding
+row learns what an average unseen value looks like instead of staying at its random start.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ import math
 from collections.abc import Iterator
 from pathlib import Path
 
-from core.names import FALSE_VALUES, TRUE_VALUES
+from amp_pipeline.core.names import FALSE_VALUES, TRUE_VALUES
 
 # pandas.read_csv's default missing-value markers (pandas 2.x, `na_values` documentation).
 PANDAS_NA_VALUES = (

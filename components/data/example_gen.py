@@ -50,8 +50,14 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import proto_utils
 
-from components.data.csv_format import CsvFormat, batches, row_keys, to_examples, with_required
-from core.runner import runs_locally
+from amp_pipeline.components.data.csv_format import (
+    CsvFormat,
+    batches,
+    row_keys,
+    to_examples,
+    with_required,
+)
+from amp_pipeline.core.runner import runs_locally
 
 logger = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ import math
 from collections.abc import Iterable
 from pathlib import Path
 
-from components.data.csv_format import parse_number
-from core.data_spec import CLASSIFICATION, REGRESSION, DataSpec
-from core.errors import InputError
+from amp_pipeline.components.data.csv_format import parse_number
+from amp_pipeline.core.data_spec import CLASSIFICATION, REGRESSION, DataSpec
+from amp_pipeline.core.errors import InputError
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def _classes(values: Iterable[str], where: str, label: str) -> tuple[str, tuple[
 
 def label_notices(label: str, counts: dict[str, int]) -> list[str]:
     """Class imbalance, and classes too small for the eval split to measure."""
-    from components.data.inspection import EVAL_SHARE, MIN_EVAL_EXAMPLES
+    from amp_pipeline.components.data.inspection import EVAL_SHARE, MIN_EVAL_EXAMPLES
 
     notices = []
     ranked = sorted(counts.items(), key=lambda kv: kv[1])
@@ -155,7 +155,11 @@ def decide_task(figures, asked: str, files: list[Path], fmt, label: str, where: 
         InputError: a regression label that is not numeric, not finite or constant; a
             classification label with more distinct values than can be counted.
     """
-    from components.data.inspection import AUTO_MAX_CLASSES, MAX_LABEL_VALUES, first_text_line
+    from amp_pipeline.components.data.inspection import (
+        AUTO_MAX_CLASSES,
+        MAX_LABEL_VALUES,
+        first_text_line,
+    )
 
     column = fmt.original(label)
     numeric = figures.numeric and (figures.n + figures.non_finite) > 0
@@ -208,7 +212,7 @@ def decide_task(figures, asked: str, files: list[Path], fmt, label: str, where: 
 
 
 def _first_line(path: Path, fmt, column: str, test):
-    from components.data.inspection import first_line_where
+    from amp_pipeline.components.data.inspection import first_line_where
 
     def safe(text: str) -> bool:
         try:
@@ -232,7 +236,7 @@ def inspect_csv(
     Raises:
         InputError: one line naming the file, line, column or flag.
     """
-    from components.data.inspection import CsvOptions, inspect
+    from amp_pipeline.components.data.inspection import CsvOptions, inspect
 
     where = source or str(files[0])
     options = options or CsvOptions()
@@ -341,7 +345,7 @@ def inspect_csv(
 
 def _text_facts(texts, columns, options, fmt) -> tuple[int, dict, list[str]]:
     """(max_tokens, per-feature length figures, notices) of the text features."""
-    from components.data import text
+    from amp_pipeline.components.data import text
 
     if not texts:
         return 0, {}, []
@@ -586,7 +590,7 @@ def prepare(
 
     `data` is a CSV file (`.csv`, `.csv.gz`), a folder of CSV shards or a glob of them, a
     TFRecord file or folder, or an image folder (one subfolder per class). `csv_options`
-    (components.data.inspection.CsvOptions) are the user's CSV flags.
+    (amp_pipeline.components.data.inspection.CsvOptions) are the user's CSV flags.
 
     Raises:
         InputError: with a one-line message naming the file, column or flag.

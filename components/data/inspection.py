@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from components.data import categories, csv_format, text
-from components.data.csv_format import CsvFormat
-from core.errors import InputError
-from core.names import sanitize_names
+from amp_pipeline.components.data import categories, csv_format, text
+from amp_pipeline.components.data.csv_format import CsvFormat
+from amp_pipeline.core.errors import InputError
+from amp_pipeline.core.names import sanitize_names
 
 logger = logging.getLogger(__name__)
 

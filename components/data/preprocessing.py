@@ -31,15 +31,15 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from components.data import text
-from components.models.user_module import ModelSpec
-from core.data_spec import (
+from amp_pipeline.components.data import text
+from amp_pipeline.components.models.user_module import ModelSpec
+from amp_pipeline.core.data_spec import (
     CATEGORY_IDS_BEYOND_VOCABULARY,
     CATEGORY_OOV_BUCKETS,
     CATEGORY_TOP_K,
     DataSpec,
 )
-from core.names import FEATURES_KEY, LABEL_KEY
+from amp_pipeline.core.names import FEATURES_KEY, LABEL_KEY
 
 VOCAB_TOP_K = 16
 
@@ -239,7 +239,8 @@ def feature_slices(spec: DataSpec) -> tuple[tuple[str, int, int], ...]:
 
 
 def model_spec(spec: DataSpec, width: int, custom_preprocessing: bool = False) -> ModelSpec:
-    """What a model builder is told about `x` (components.models.user_module.ModelSpec)."""
+    """What a model builder is told about `x`
+    (amp_pipeline.components.models.user_module.ModelSpec)."""
     names = (
         tuple(n for n, _ in spec.numeric_features)
         + tuple(spec.string_features)
@@ -262,8 +263,8 @@ def model_spec(spec: DataSpec, width: int, custom_preprocessing: bool = False) -
         image_shape=image,
         text_features=() if custom_preprocessing else tuple(spec.text_features),
         categorical_features=categorical,
-        # Upper bounds until Transform has built the vocabularies (components/training/job.py
-        # replaces them with their sizes).
+        # Upper bounds until Transform has built the vocabularies
+        # (components/training/model_building.py replaces them with their sizes).
         categorical_sizes=(CATEGORY_TOP_K + CATEGORY_IDS_BEYOND_VOCABULARY,) * len(categorical),
         bag_features=bags,
         bag_sizes=(CATEGORY_TOP_K + 2,) * len(bags),
@@ -274,7 +275,7 @@ def model_spec(spec: DataSpec, width: int, custom_preprocessing: bool = False) -
 
 def _user_features(inputs: dict, spec: DataSpec, module_ref: dict) -> tf.Tensor:
     """`x` from the user module's preprocessing_fn, checked to be a [batch, width] tensor."""
-    from components.models import user_module as model_module
+    from amp_pipeline.components.models import user_module as model_module
 
     ref = model_module.ModuleRef(**module_ref)
     module = model_module.load(ref)
@@ -296,7 +297,7 @@ def _user_features(inputs: dict, spec: DataSpec, module_ref: dict) -> tf.Tensor:
 
 
 def preprocessing_fn(inputs: dict, custom_config: dict) -> dict:
-    """TFX Transform entry point (`components.data.preprocessing.preprocessing_fn`).
+    """TFX Transform entry point (`amp_pipeline.components.data.preprocessing.preprocessing_fn`).
 
     With a user model module that defines `preprocessing_fn`, `x` comes from it; the label is
     mapped to class ids (or standardised, for regression) here either way.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.data_spec import CATEGORY_OOV_BUCKETS, CATEGORY_TOP_K, DataSpec
+from amp_pipeline.core.data_spec import CATEGORY_OOV_BUCKETS, CATEGORY_TOP_K, DataSpec
 
 
 def task_text(data: DataSpec) -> str:

@@ -5,9 +5,9 @@ batches from 1 up to 1,000 rows. Every batch is a call into the TensorFlow graph
 preprocessing_fn (and, in the analysis pass, of its analyzers), with a fixed cost per call and
 per column. Where a row holds at most `NARROW_VALUES` values (a table's columns, not an image's
 pixels), `BATCH_ROWS` rows per batch are fed instead. On the scale benchmark's 65 columns at
-200k rows, TFX's executor alone (`python -m benchmarks.beam_batches`, 3 rounds alternating,
-fresh processes, 2-core AMD EPYC Zen 4): 76.2, 81.9 and 80.5 s with TFX's batching, 64.1, 63.7
-and 71.4 s with 8,192 rows (benchmarks/RESULTS.md, "Transform's batches").
+200k rows, TFX's executor alone (`python -m amp_pipeline.benchmarks.scale.beam_batches`, 3 rounds
+alternating, fresh processes, 2-core AMD EPYC Zen 4): 76.2, 81.9 and 80.5 s with TFX's batching,
+64.1, 63.7 and 71.4 s with 8,192 rows (benchmarks/RESULTS.md, "Transform's batches").
 Wider rows keep TFX's own batching, whose batches stay small.
 
 A text column is one value per row whatever its length, so rows of text are bounded by bytes

@@ -17,8 +17,9 @@ signature's inputs and outputs, its variables, and any op computing in bfloat16 
 the dtype check is made on what is served, not on the model in memory.
 
 The trainer hands in the model to serve: by default its float32 rebuild (the same architecture
-under the float32 policy with the trained weights: components/training/job.py::float32_rebuild),
-which runs well on any CPU server; with `serving_precision="mixed"`, the model as trained.
+under the float32 policy with the trained weights:
+components/training/model_building.py::float32_rebuild), which runs well on any CPU server; with
+`serving_precision="mixed"`, the model as trained.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from core.data_spec import DataSpec
-from core.names import (
+from amp_pipeline.core.data_spec import DataSpec
+from amp_pipeline.core.names import (
     CLASS_IDS,
     CLASSES,
     FEATURES_KEY,

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from components.data import text
-from core import names
+from amp_pipeline.components.data import text
+from amp_pipeline.core import names
 
 # A regression model's TFLite answer agrees with the SavedModel's within this share of the
 # label's standard deviation (int8 variants move predictions more; the count is reported).
@@ -53,7 +53,7 @@ def has_device_encoding(saved_model_dir: str | Path) -> bool:
 
 def sample_size(figures: dict) -> int:
     """How many eval examples to check: as many as the trainer's TFLite parity measured."""
-    from components.export.tflite import PARITY_EXAMPLES
+    from amp_pipeline.components.export.tflite import PARITY_EXAMPLES
 
     reference = (figures.get("tflite") or {}).get("reference") or {}
     return int(reference.get("examples") or PARITY_EXAMPLES)
@@ -102,8 +102,8 @@ def check(saved_model_dir: str | Path, examples: list[bytes], batch: int = 512) 
     text features or without TFLite models."""
     import tensorflow as tf
 
-    from components.data import categories
-    from components.export.tflite import TFLiteRunner
+    from amp_pipeline.components.data import categories
+    from amp_pipeline.components.export.tflite import TFLiteRunner
 
     card = sidecar(saved_model_dir)
     if not card or not examples or not has_device_encoding(saved_model_dir):

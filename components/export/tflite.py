@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core import names
+from amp_pipeline.core import names
 
 logger = logging.getLogger(__name__)
 

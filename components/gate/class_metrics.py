@@ -23,8 +23,8 @@ import dataclasses
 
 import numpy as np
 
-from components.gate import stats as gate_stats
-from components.gate.rules import Rule, from_evidence
+from amp_pipeline.components.gate import stats as gate_stats
+from amp_pipeline.components.gate.rules import Rule, from_evidence
 
 RARE_SHARE = 0.10
 RESAMPLES = 1000

@@ -13,17 +13,17 @@ from collections.abc import Callable
 from tfx import v1 as tfx
 from tfx.types.artifact import Artifact
 
-from components.export import text_parity
-from components.gate import class_metrics, speed_record, twins
-from components.gate import evidence as gate_evidence
-from components.gate import regression as gate_regression
-from components.gate import rules as gate_rules
-from components.gate.evaluator import sample_record
-from components.gate.majority import majority
-from components.gate.production_evaluator import has_evaluation
-from components.gate.side_by_side import SpeedComparison
-from core import names
-from serving import infra_validator as infra_validation
+from amp_pipeline.components.export import text_parity
+from amp_pipeline.components.gate import class_metrics, speed_record, twins
+from amp_pipeline.components.gate import evidence as gate_evidence
+from amp_pipeline.components.gate import regression as gate_regression
+from amp_pipeline.components.gate import rules as gate_rules
+from amp_pipeline.components.gate.evaluator import sample_record
+from amp_pipeline.components.gate.majority import majority
+from amp_pipeline.components.gate.production_evaluator import has_evaluation
+from amp_pipeline.components.gate.side_by_side import SpeedComparison
+from amp_pipeline.core import names
+from amp_pipeline.serving import infra_validator as infra_validation
 
 ModelEvaluation = tfx.types.standard_artifacts.ModelEvaluation
 ModelRun = tfx.types.standard_artifacts.ModelRun

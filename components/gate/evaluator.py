@@ -29,7 +29,7 @@ from tfx.dsl.components.base import executor_spec
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
 from tfx.types.component_spec import ExecutionParameter
 
-from core.runner import runs_locally
+from amp_pipeline.core.runner import runs_locally
 
 MAX_EXAMPLES = 50_000  # the default bound; `run --tfma-max-examples` sets it (0: no bound)
 MAX_EXAMPLES_KEY = "max_examples"

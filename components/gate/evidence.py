@@ -19,8 +19,8 @@ import os
 
 import numpy as np
 
-from components.gate.stats import ErrorPairs, Paired, median_and_spread, trimmed
-from core import names
+from amp_pipeline.components.gate.stats import ErrorPairs, Paired, median_and_spread, trimmed
+from amp_pipeline.core import names
 
 
 def load_predictions(run_dir: str) -> dict:
@@ -107,7 +107,7 @@ def seed_pairs(fp32_dir: str, amp_dir: str) -> list[tuple[int, Paired]]:
 def class_evidence(fp32_dir: str, amp_dir: str, amp_serving: str):
     """Both twins' class ids (and a binary label's positive-class scores) per seed on the same
     eval examples, for the rare class's rules (components/gate/class_metrics.py)."""
-    from components.gate.class_metrics import ClassEvidence
+    from amp_pipeline.components.gate.class_metrics import ClassEvidence
 
     fp32, amp = load_predictions(fp32_dir), load_predictions(amp_dir)
     seeds = [int(np.flatnonzero(fp32["seeds"] == s)[0]) for s in amp["seeds"]]

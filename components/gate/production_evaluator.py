@@ -22,9 +22,9 @@ import os
 from tfx.dsl.components.base import executor_spec
 from tfx.types import artifact_utils, standard_component_specs
 
-from components.gate.evaluator import Evaluator, SampledExecutor
-from core import names
-from core.errors import InputError
+from amp_pipeline.components.gate.evaluator import Evaluator, SampledExecutor
+from amp_pipeline.core import names
+from amp_pipeline.core.errors import InputError
 
 NO_PRODUCTION_MODEL = "NO_PRODUCTION_MODEL"
 
@@ -45,7 +45,7 @@ def _answers(saved_model: str) -> set[str]:
 
 def first_eval_example(examples_uri: str) -> bytes | None:
     """The first serialized raw example of the eval split (None when it is empty)."""
-    from components.gate.evidence import eval_batches
+    from amp_pipeline.components.gate.evidence import eval_batches
 
     for batch in eval_batches(examples_uri, batch=1).take(1):
         return bytes(batch.numpy()[0])

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 
-from components.gate import stats as gate_stats
-from components.gate.rules import (
+from amp_pipeline.components.gate import stats as gate_stats
+from amp_pipeline.components.gate.rules import (
     GateConfig,
     Measurements,
     Rule,

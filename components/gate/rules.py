@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from components.gate import stats as gate_stats
+from amp_pipeline.components.gate import stats as gate_stats
 
 # Regression: the AMP model's mean absolute error may be at most 2% above float32's (and a new
 # model's at most 2% above production's). The one place this default is written.
@@ -360,7 +360,7 @@ def tflite_rules(report: dict, strict: bool = False) -> tuple[Rule, ...]:
     the evidence: float32/float16 agreement with the SavedModel (Wilson interval against the
     floor), int8 accuracy paired with the SavedModel's (against the allowed drop).
 
-    `report` is components.export.tflite.export_tflite's result.
+    `report` is amp_pipeline.components.export.tflite.export_tflite's result.
     """
     thresholds = report.get("thresholds", {})
     rules = []
@@ -387,8 +387,8 @@ def tflite_rules(report: dict, strict: bool = False) -> tuple[Rule, ...]:
     return tuple(rules)
 
 
-# The device encodings components.export.text_parity.check compares with Transform: the rule
-# each gets, what it encodes, its Python reference and the word for one checked value.
+# The device encodings amp_pipeline.components.export.text_parity.check compares with Transform: the
+# rule each gets, what it encodes, its Python reference and the word for one checked value.
 DEVICE_ENCODINGS = (
     ("tflite_tokenizer", ("text",), "tokenizer", "components/data/text.py", "texts"),
     ("tflite_encoder", ("category", "bag"), "encoder", "components/data/categories.py", "values"),
@@ -398,8 +398,9 @@ DEVICE_ENCODINGS = (
 def tokenizer_rule(report: dict | None) -> tuple[Rule, ...]:
     """The device tokenizer gives Transform's token ids on every eval text, and the device
     encoder Transform's category and bag ids on every eval value (deterministic checks: one
-    differing example fails its rule). `report` is components.export.text_parity.check's
-    result; None (no such feature, or no TFLite model): no rule."""
+    differing example fails its rule). `report` is
+    amp_pipeline.components.export.text_parity.check's result; None (no such feature, or no TFLite
+    model): no rule."""
     if not report:
         return ()
     through = ", ".join(
@@ -433,7 +434,7 @@ def tokenizer_rule(report: dict | None) -> tuple[Rule, ...]:
 def serving_rule(report: dict) -> Rule:
     """The InfraValidator's verdict: served answers equal in-process ones, latency in budget.
 
-    `report` is serving.validation.validate's result.
+    `report` is amp_pipeline.serving.validation.validate's result.
     """
     if report.get("skipped"):
         return Rule("serving_infra", None, 0.0, True, report["skipped"], skipped=True)
@@ -550,7 +551,7 @@ def twins_table(decision: dict) -> list[str]:
 def to_markdown(decision: dict) -> str:
     """decision.md: which twin shipped and why, both twins' rules side by side, then every rule
     of each twin with its estimate, 95% interval, n, test, outcome and reason."""
-    from components.gate.twins import headline
+    from amp_pipeline.components.gate.twins import headline
 
     lines = [f"# Promotion gate: {headline(decision)}", ""]
     both = decision.get("twins")
@@ -584,7 +585,7 @@ def to_markdown(decision: dict) -> str:
         lines += ["", f"Rejected by: {', '.join(decision['failed'])}."]
     record = decision.get("speed_record")
     if record:
-        from components.gate.speed_record import lines as speed_lines
+        from amp_pipeline.components.gate.speed_record import lines as speed_lines
 
         uses = record["gate_uses"]
         lines += ["", f"## Speed and memory (the gate's min_speedup uses the {uses} ratio)", ""]

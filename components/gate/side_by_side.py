@@ -8,8 +8,8 @@ import os
 from tfx import v1 as tfx
 from tfx.types.artifact import Artifact
 
-from core import names
-from core.child_process import run_module
+from amp_pipeline.core import names
+from amp_pipeline.core.child_process import run_module
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def compare(fp32_run_dir: str, amp_run_dir: str, out_dir: str, rounds: int) -> d
         out_json = os.path.join(out_dir, names.SPEED_JSON)
         args = [os.path.join(fp32_run_dir, names.TRAIN_SPEC_JSON), amp_json, out_json, rounds]
         log = os.path.join(out_dir, "side_by_side.log")
-        proc = run_module("components.gate.speed", args, log)
+        proc = run_module("amp_pipeline.components.gate.speed", args, log)
         if proc.returncode != 0:
             raise RuntimeError(
                 f"the side-by-side speed measurement failed (exit {proc.returncode}; log: "

@@ -13,8 +13,8 @@ threads (the recipe it ran, read from its train_spec.json and figures.json), so 
 the only difference. The *recipe ratio* (the AMP recipe as trained vs the float32 baseline as
 trained) comes from the trainers' own figures (pipeline/summary.py).
 
-`python -m components.gate.speed FP32_SPEC AMP_SPEC OUT_JSON [ROUNDS]` runs it in a fresh
-process (the specs are the trainers' own train_spec.json; the AMP one carries the XLA setting
+`python -m amp_pipeline.components.gate.speed FP32_SPEC AMP_SPEC OUT_JSON [ROUNDS]` runs it in a
+fresh process (the specs are the trainers' own train_spec.json; the AMP one carries the XLA setting
 the AMP trainer actually used).
 """
 
@@ -37,10 +37,11 @@ def measure(fp32_spec, amp_spec, rounds: int = ROUNDS) -> dict:
     """Alternating bursts of float32 and AMP training steps; one throughput ratio per round."""
     import tensorflow as tf
 
-    from components.amp import fp32_math
-    from components.amp.perf import median, timed_steps
-    from components.gate.stats import median_and_spread
-    from components.training.job import build_fresh, compile_model, host_batches
+    from amp_pipeline.components.amp import fp32_math
+    from amp_pipeline.components.amp.perf import median, timed_steps
+    from amp_pipeline.components.gate.stats import median_and_spread
+    from amp_pipeline.components.training.datasets import host_batches
+    from amp_pipeline.components.training.model_building import build_fresh, compile_model
 
     batches = host_batches(amp_spec, amp_spec.batch_size, 4)
     fp32, _ = build_fresh(fp32_spec, "float32")
@@ -99,7 +100,7 @@ def measure(fp32_spec, amp_spec, rounds: int = ROUNDS) -> dict:
 def main(argv: list[str]) -> int:
     import dataclasses
 
-    from components.training.options import TrainSpec
+    from amp_pipeline.components.training.options import TrainSpec
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     fp32 = TrainSpec.from_json(Path(argv[1]).read_text())

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import keras
 
-from core.names import BERT_SIZE_NAMES, PREDICTIONS, PROBABILITIES
+from amp_pipeline.core.names import BERT_SIZE_NAMES, PREDICTIONS, PROBABILITIES
 
 MODEL_NAMES = ("bert", "cnn", "dlrm", "mlp", "resnet50", "transformer")
 # (layers, hidden width, attention heads); base is BERT-base's shape.
@@ -385,7 +385,7 @@ def build_bert(
 
 def categorical_slices(spec) -> tuple[tuple[str, int, int, int], ...]:
     """(name, start, stop, number of ids) of each categorical feature in `x`."""
-    from core.data_spec import CATEGORY_IDS_BEYOND_VOCABULARY, CATEGORY_TOP_K
+    from amp_pipeline.core.data_spec import CATEGORY_IDS_BEYOND_VOCABULARY, CATEGORY_TOP_K
 
     where = {name: (start, stop) for name, start, stop in spec.feature_slices}
     sizes = spec.categorical_sizes or (CATEGORY_TOP_K + CATEGORY_IDS_BEYOND_VOCABULARY,) * len(
@@ -461,7 +461,7 @@ def build_dlrm(
 
 def bag_slices(spec) -> tuple[tuple[str, int, int, int], ...]:
     """(name, start, stop, number of ids) of each multi-valued feature in `x`."""
-    from core.data_spec import CATEGORY_TOP_K
+    from amp_pipeline.core.data_spec import CATEGORY_TOP_K
 
     where = {name: (start, stop) for name, start, stop in spec.feature_slices}
     sizes = spec.bag_sizes or (CATEGORY_TOP_K + 2,) * len(spec.bag_features)

@@ -26,7 +26,7 @@ import traceback
 from pathlib import Path
 from types import ModuleType
 
-from core.errors import InputError
+from amp_pipeline.core.errors import InputError
 
 HOOKS = ("build_model", "preprocessing_fn", "optimizer", "loss")
 

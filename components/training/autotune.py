@@ -32,7 +32,7 @@ import math
 import time
 from pathlib import Path
 
-from components.amp.perf import median
+from amp_pipeline.components.amp.perf import median
 
 logger = logging.getLogger(__name__)
 
@@ -186,7 +186,7 @@ def choose(results: dict[str, dict], parity: dict[tuple, tuple[bool, str]]) -> d
 
 
 def _model(spec, policy: str, xla: bool, batch_size: int, learning_rate: float):
-    from components.training.job import build_fresh, compile_model
+    from amp_pipeline.components.training.model_building import build_fresh, compile_model
 
     sub = dataclasses.replace(
         spec,
@@ -224,8 +224,8 @@ def probe(
     alternating order; after each round a candidate under a third of the best is dropped (from
     the second round on). A quarter of the budget is kept for the parity probe.
     """
-    from components.amp.perf import timed_steps
-    from components.training.job import host_batches
+    from amp_pipeline.components.amp.perf import timed_steps
+    from amp_pipeline.components.training.datasets import host_batches
 
     start = time.monotonic()
     deadline = start + budget_s
@@ -276,8 +276,8 @@ def parity_probe(spec, cands: list[Candidate], results: dict, deadline: float) -
     """{(policy, xla): (ok, reason)} for the reduced-precision recipes still in the race: their
     loss curve against float32's, from the same weights on the same batches, at the user's
     batch size."""
-    from components.amp.loss_scale import LossScaleMonitor
-    from components.training.job import host_batches
+    from amp_pipeline.components.amp.loss_scale import LossScaleMonitor
+    from amp_pipeline.components.training.datasets import host_batches
 
     recipes = {c.recipe for c in cands if c.policy != "float32" and not results[c.key]["dropped"]}
     if not recipes:
@@ -327,8 +327,8 @@ def run(spec, hardware, run_dir: Path, budget_s: float, cache: Path | None, refr
     """
     import os
 
-    from core import names
-    from core.child_process import run_module
+    from amp_pipeline.core import names
+    from amp_pipeline.core.child_process import run_module
 
     architecture = json.dumps(
         {"model": spec.model, "options": spec.model_options, "module": spec.model_module},
@@ -357,7 +357,7 @@ def run(spec, hardware, run_dir: Path, budget_s: float, cache: Path | None, refr
             given.write_text(json.dumps(only))
             args.append(given)
         log = run_dir / f"autotune_threads{t}.log"
-        proc = run_module("components.training.autotune_process", args, log)
+        proc = run_module("amp_pipeline.components.training.autotune_process", args, log)
         if proc.returncode != 0:
             logger.warning("autotune probe with %s threads failed (exit %s)", t, proc.returncode)
             crashes.append(
@@ -409,7 +409,7 @@ def run(spec, hardware, run_dir: Path, budget_s: float, cache: Path | None, refr
 def fallback(spec, hardware, budget_s: float, crashes: list[str] | None = None) -> dict:
     """The rule table's recipe, when the probe measured nothing: because it crashed (named,
     with its log), or because the budget ran out."""
-    from components.amp.precision import choose_recipe
+    from amp_pipeline.components.amp.precision import choose_recipe
 
     rule = choose_recipe(hardware)
     candidate = Candidate(rule.policy, rule.xla, spec.batch_size, spec.learning_rate)
@@ -429,7 +429,7 @@ def fallback(spec, hardware, budget_s: float, crashes: list[str] | None = None) 
 
 
 def _input_width(spec) -> int:
-    from components.training.job import input_width
+    from amp_pipeline.components.training.model_building import input_width
 
     return input_width(spec)
 

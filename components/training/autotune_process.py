@@ -1,6 +1,7 @@
 """One autotune probe in a fresh process:
 
-    python -m components.training.autotune_process SPEC OUT THREADS BUDGET_S [CANDIDATES]
+    python -m amp_pipeline.components.training.autotune_process SPEC OUT THREADS BUDGET_S
+    [CANDIDATES]
 
 TensorFlow fixes its intra-op thread count when it starts, so each thread count is probed in a
 process of its own (components/training/autotune.py).
@@ -21,10 +22,11 @@ def main(argv: list[str]) -> int:
 
     if threads:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
-    from components.amp.precision import detect_hardware
-    from components.training import autotune
-    from components.training.batch_limits import max_batch
-    from components.training.job import TrainSpec, build_fresh, model_spec
+    from amp_pipeline.components.amp.precision import detect_hardware
+    from amp_pipeline.components.training import autotune
+    from amp_pipeline.components.training.batch_limits import max_batch
+    from amp_pipeline.components.training.model_building import build_fresh, model_spec
+    from amp_pipeline.components.training.options import TrainSpec
 
     spec = TrainSpec.from_json(Path(argv[1]).read_text())
     hw = detect_hardware()

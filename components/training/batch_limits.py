@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import math
 
-from core.errors import InputError
+from amp_pipeline.core.errors import InputError
 
 logger = logging.getLogger(__name__)
 
@@ -22,7 +22,7 @@ ACTIVATION_FACTOR = 3  # forward activations, their gradients, and the optimizer
 def activation_bytes_per_example(model) -> int | None:
     """Bytes of every layer output for one example in float32 (None where shapes are unknown:
     a subclassed model)."""
-    from components.amp.rules import layers_of
+    from amp_pipeline.components.amp.rules import layers_of
 
     total = 0
     for layer in layers_of(model):

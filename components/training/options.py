@@ -13,11 +13,11 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from components.amp.fp32_math import MODES as FP32_MATH_MODES
-from components.export.tflite import PARITY_EXAMPLES as TFLITE_PARITY_EXAMPLES
-from components.export.tflite import VARIANTS as TFLITE_VARIANTS
-from components.export.tflite import ParityThresholds
-from components.training.distribution import DISTRIBUTIONS
+from amp_pipeline.components.amp.fp32_math import MODES as FP32_MATH_MODES
+from amp_pipeline.components.export.tflite import PARITY_EXAMPLES as TFLITE_PARITY_EXAMPLES
+from amp_pipeline.components.export.tflite import VARIANTS as TFLITE_VARIANTS
+from amp_pipeline.components.export.tflite import ParityThresholds
+from amp_pipeline.components.training.distribution import DISTRIBUTIONS
 
 SERVING_PRECISIONS = ("float32", "mixed")
 # Set per twin by create_pipeline (pipeline/pipeline.py::twin_options), not by a CLI flag.
@@ -47,8 +47,9 @@ class TrainOptions:
         model: `cnn`, `mlp`, `resnet50`, `transformer` (components/models/builtin.py), or
             `module:<name>` when `model_module` is set.
         model_options: architecture options of a built-in model.
-        model_module: the user's model module (components.models.user_module.ModuleRef as a dict).
-        policy: the Keras dtype policy (`float32`, `mixed_bfloat16`, `mixed_float16`), or
+        model_module: the user's model module (amp_pipeline.components.models.user_module.ModuleRef
+        as a dict). policy: the Keras dtype policy (`float32`, `mixed_bfloat16`, `mixed_float16`),
+        or
             `auto` to decide on the node the trainer runs on (Kubeflow/Vertex).
         xla: compile the train step with XLA.
         loss_scaling: dynamic loss scaling (LossScaleOptimizer).

@@ -1,4 +1,4 @@
-"""`python -m components.training.process SPEC_JSON`: one trainer in a fresh process.
+"""`python -m amp_pipeline.components.training.process SPEC_JSON`: one trainer in a fresh process.
 
 A fresh process per trainer keeps the global dtype policy and the peak-memory figure of one
 precision apart from the other's.
@@ -10,11 +10,13 @@ import logging
 import sys
 from pathlib import Path
 
-from components.amp.loss_scale import LossScaleCollapse
-from components.models.user_module import ModelModuleError
-from components.training import distribution
-from components.training.job import TrainSpec, quality_text, train_and_export
-from core.errors import EXIT_BAD_INPUT
+from amp_pipeline.components.amp.loss_scale import LossScaleCollapse
+from amp_pipeline.components.models.user_module import ModelModuleError
+from amp_pipeline.components.training import distribution
+from amp_pipeline.components.training.fitting import quality_text
+from amp_pipeline.components.training.job import train_and_export
+from amp_pipeline.components.training.options import TrainSpec
+from amp_pipeline.core.errors import EXIT_BAD_INPUT
 
 
 def main(argv: list[str]) -> int:

@@ -1,8 +1,9 @@
-"""The Trainer's `run_fn` (`components.training.trainer.run_fn`): trains in a child process.
+"""The Trainer's `run_fn` (`amp_pipeline.components.training.trainer.run_fn`): trains in a child
+process.
 
 TFX calls run_fn in the pipeline's own process. Training there would leave that process's global
 Keras dtype policy set and make the two trainers' peak memory indistinguishable, so run_fn hands
-the job to `components.training.process` in a fresh Python process and waits for it.
+the job to `amp_pipeline.components.training.process` in a fresh Python process and waits for it.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ import json
 import logging
 from pathlib import Path
 
-from components.training.options import TrainOptions, TrainSpec
-from core import names
-from core.child_process import run_module
-from core.errors import EXIT_BAD_INPUT, InputError
+from amp_pipeline.components.training.options import TrainOptions, TrainSpec
+from amp_pipeline.core import names
+from amp_pipeline.core.child_process import run_module
+from amp_pipeline.core.errors import EXIT_BAD_INPUT, InputError
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ def resolve_auto(cfg: dict) -> dict:
     """Compiled (Kubeflow/Vertex) pipelines leave the recipe to the node the trainer runs on."""
     if cfg["policy"] != "auto" and cfg["device"] != "auto":
         return cfg
-    from components.amp.precision import choose_recipe, detect_hardware
+    from amp_pipeline.components.amp.precision import choose_recipe, detect_hardware
 
     recipe = choose_recipe(detect_hardware())
     cfg = {**cfg, "device": recipe.hardware.device}
@@ -65,15 +66,15 @@ def spec_from_fn_args(fn_args) -> TrainSpec:
 
 
 def run_in_subprocess(spec: TrainSpec, chief: bool = True) -> dict:
-    """Runs `spec` in `python -m components.training.process` and returns its figures (a
-    worker that is not the chief writes none: {})."""
+    """Runs `spec` in `python -m amp_pipeline.components.training.process` and returns its figures
+    (a worker that is not the chief writes none: {})."""
     run_dir = Path(spec.model_run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     spec_path = run_dir / names.TRAIN_SPEC_JSON
     spec_path.write_text(spec.to_json())
     log_path = run_dir / names.TRAIN_LOG
     # The trainer dies with the run (core/child_process.py).
-    proc = run_module("components.training.process", [spec_path], log_path)
+    proc = run_module("amp_pipeline.components.training.process", [spec_path], log_path)
     if proc.returncode != 0:
         text = log_path.read_text(errors="replace") if log_path.exists() else ""
         lines = [ln for ln in text.splitlines() if ln.strip()]
@@ -98,8 +99,8 @@ def autotuned(spec: TrainSpec) -> tuple[TrainSpec, dict]:
 
     It runs here, on the node the trainer runs on, before the training process starts (the
     winner may set TensorFlow's thread count, which a process fixes when it starts)."""
-    from components.amp.precision import choose_recipe, detect_hardware
-    from components.training import autotune
+    from amp_pipeline.components.amp.precision import choose_recipe, detect_hardware
+    from amp_pipeline.components.training import autotune
 
     hardware = detect_hardware()
     run_dir = Path(spec.model_run_dir)
@@ -127,7 +128,7 @@ def for_this_task(spec: TrainSpec) -> tuple[TrainSpec, bool]:
     disagree on the recipe, so there the rule table decides for all; and only the chief writes
     (every worker takes part in saving, as MultiWorkerMirroredStrategy requires; the others
     keep their spec, log and copies in a local temporary folder and build no TFLite)."""
-    from components.training import distribution
+    from amp_pipeline.components.training import distribution
 
     config = distribution.tf_config()
     workers = distribution.cluster_workers(config)
@@ -171,7 +172,7 @@ def run_fn(fn_args) -> None:
     if report is not None:  # the figures carry the choice and its evidence
         figures["autotune"] = report
         (Path(spec.model_run_dir) / names.FIGURES_JSON).write_text(json.dumps(figures, indent=2))
-    from components.training.job import quality_text
+    from amp_pipeline.components.training.fitting import quality_text
 
     logger.info(
         "Trained %s: %s, %.1f examples/sec",

@@ -7,11 +7,11 @@ import os
 import sys
 import warnings
 
-from benchmarks import cli as benchmarks_cli
-from core.argtypes import Parser
-from kubeflow import cli as kubeflow_cli
-from pipeline.cli import commands as pipeline_commands
-from serving import cli as serving_cli
+from amp_pipeline.benchmarks import cli as benchmarks_cli
+from amp_pipeline.core.argtypes import Parser
+from amp_pipeline.kubeflow import cli as kubeflow_cli
+from amp_pipeline.pipeline.cli import commands as pipeline_commands
+from amp_pipeline.serving import cli as serving_cli
 
 PACKAGES = (pipeline_commands, kubeflow_cli, serving_cli, benchmarks_cli)
 

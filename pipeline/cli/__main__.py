@@ -1,5 +1,5 @@
-"""`python -m pipeline.cli`: the `amp-pipeline` command."""
+"""`python -m amp_pipeline.pipeline.cli`: the `amp-pipeline` command."""
 
-from pipeline.cli import entry
+from amp_pipeline.pipeline.cli import entry
 
 entry()

@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TextIO
 
-from core.fmt import number
-from pipeline.config import RunConfig
+from amp_pipeline.core.fmt import number
+from amp_pipeline.pipeline.config import RunConfig
 
 
 def autotune(config: RunConfig, console: TextIO) -> dict:
@@ -20,12 +20,12 @@ def autotune(config: RunConfig, console: TextIO) -> dict:
     Raises:
         InputError: bad data or a broken model module (exit code 2).
     """
-    from pipeline.data_half import transformed
+    from amp_pipeline.pipeline.data_half import transformed
 
     with transformed(config, "autotune") as (t, terminal):
-        from components.training.options import TrainSpec
-        from components.training.trainer import autotuned
-        from pipeline.pipeline import twin_options
+        from amp_pipeline.components.training.options import TrainSpec
+        from amp_pipeline.components.training.trainer import autotuned
+        from amp_pipeline.pipeline.pipeline import twin_options
 
         options = twin_options(t.config, t.data, t.module_ref, "autotune", False, False, "auto")
         options = dataclasses.replace(

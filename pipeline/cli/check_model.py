@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import TextIO
 
-from core import names
-from pipeline.config import RunConfig, model_for
+from amp_pipeline.core import names
+from amp_pipeline.pipeline.config import RunConfig, model_for
 
 REDUCED_POLICIES = ("mixed_bfloat16", "mixed_float16")
 
@@ -30,12 +30,14 @@ def check(config: RunConfig, console: TextIO) -> dict:
     Raises:
         InputError: bad data or a broken model module (exit code 2).
     """
-    from pipeline.data_half import transformed
+    from amp_pipeline.pipeline.data_half import transformed
 
     with transformed(config, "check-model") as (t, terminal):
-        from components.amp.precision import choose_recipe, detect_hardware
-        from components.training.job import TrainSpec, check_readiness, make_dataset
-        from pipeline.pipeline import twin_options
+        from amp_pipeline.components.amp.precision import choose_recipe, detect_hardware
+        from amp_pipeline.components.training.datasets import make_dataset
+        from amp_pipeline.components.training.fitting import check_readiness
+        from amp_pipeline.components.training.options import TrainSpec
+        from amp_pipeline.pipeline.pipeline import twin_options
 
         hardware = detect_hardware()
         auto = choose_recipe(hardware)

@@ -7,9 +7,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from core import argtypes, names
-from core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_REJECTED, InputError
-from pipeline.cli import flags, predict
+from amp_pipeline.core import argtypes, names
+from amp_pipeline.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_REJECTED, InputError
+from amp_pipeline.pipeline.cli import flags, predict
 
 
 def add_parsers(sub) -> None:
@@ -170,8 +170,8 @@ def error(message) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from pipeline import local_runner
-    from pipeline.cli.table import format_table
+    from amp_pipeline.pipeline import local_runner
+    from amp_pipeline.pipeline.cli.table import format_table
 
     try:
         config = flags.run_config(args)
@@ -207,7 +207,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_check_model(args: argparse.Namespace) -> int:
-    from pipeline.cli import check_model
+    from amp_pipeline.pipeline.cli import check_model
 
     try:
         config = flags.run_config(args)
@@ -221,7 +221,7 @@ def cmd_check_model(args: argparse.Namespace) -> int:
 
 
 def cmd_autotune(args: argparse.Namespace) -> int:
-    from pipeline.cli import autotune as autotune_command
+    from amp_pipeline.pipeline.cli import autotune as autotune_command
 
     try:
         config = flags.run_config(args)
@@ -235,8 +235,8 @@ def cmd_autotune(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from components.data import ingest
-    from components.data.report import format_data
+    from amp_pipeline.components.data import ingest
+    from amp_pipeline.components.data.report import format_data
 
     try:
         config = flags.run_config(args)
@@ -251,7 +251,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from components.amp.precision import choose_recipe, detect_hardware
+    from amp_pipeline.components.amp.precision import choose_recipe, detect_hardware
 
     recipe = choose_recipe(detect_hardware())
     hw = recipe.hardware

@@ -9,19 +9,24 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from components.amp.fp32_math import MODES as FP32_MATH_MODES
-from components.data.inspection import AUTO_MAX_CLASSES, MISSING_LABEL, TASKS, CsvOptions
-from components.training.distribution import DISTRIBUTIONS
-from components.training.options import (
+from amp_pipeline.components.amp.fp32_math import MODES as FP32_MATH_MODES
+from amp_pipeline.components.data.inspection import (
+    AUTO_MAX_CLASSES,
+    MISSING_LABEL,
+    TASKS,
+    CsvOptions,
+)
+from amp_pipeline.components.training.distribution import DISTRIBUTIONS
+from amp_pipeline.components.training.options import (
     RECIPE_FIELDS,
     REGRESSION_LOSSES,
     SERVING_PRECISIONS,
     TFLITE_VARIANTS,
     TrainOptions,
 )
-from core import argtypes
-from pipeline.beam import BEAM_RUNNERS, BeamProfile
-from pipeline.config import (
+from amp_pipeline.core import argtypes
+from amp_pipeline.pipeline.beam import BEAM_RUNNERS, BeamProfile
+from amp_pipeline.pipeline.config import (
     AUTO_PASSES,
     AUTO_STEPS_MAX,
     AUTO_STEPS_MIN,

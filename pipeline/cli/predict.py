@@ -14,14 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
-from core import names
-from core.argtypes import positive_float
-from core.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError
-from pipeline.cli import flags
+from amp_pipeline.core import names
+from amp_pipeline.core.argtypes import positive_float
+from amp_pipeline.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError
+from amp_pipeline.pipeline.cli import flags
 
 
 def add_parser(sub) -> None:
-    from serving.cli import add_endpoint_flags
+    from amp_pipeline.serving.cli import add_endpoint_flags
 
     predict = sub.add_parser("predict", help="send CSV rows to a TF Serving (or local) server")
     predict.add_argument("--model", required=True, help="served model name")
@@ -61,8 +61,8 @@ def read_rows(
     import pyarrow as pa
     import tensorflow as tf
 
-    from components.data import csv_format
-    from core.names import FALSE_VALUES, TRUE_VALUES, sanitize_names
+    from amp_pipeline.components.data import csv_format
+    from amp_pipeline.core.names import FALSE_VALUES, TRUE_VALUES, sanitize_names
 
     if not path.is_file():
         raise InputError(f"--csv {path}: no such file")
@@ -126,7 +126,7 @@ def read_rows(
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from serving.client import ClientConfig, ClientError, ServingClient
+    from amp_pipeline.serving.client import ClientConfig, ClientError, ServingClient
 
     client = ServingClient(
         ClientConfig(args.host, args.grpc_port, args.rest_port, args.timeout, args.retries)

@@ -4,9 +4,9 @@ reads is pipeline/summary.py's)."""
 
 from __future__ import annotations
 
-from components.gate import speed_record
-from core.fmt import number
-from pipeline.report import parity_sample, reference_figures
+from amp_pipeline.components.gate import speed_record
+from amp_pipeline.core.fmt import number
+from amp_pipeline.pipeline.report import parity_sample, reference_figures
 
 
 def speed_lines(summary: dict) -> list[str]:
@@ -75,7 +75,7 @@ def readiness_lines(summary: dict) -> list[str]:
 
 def _interval(trainer: dict, summary: dict) -> str:
     """Wilson 95% interval of an accuracy on the eval examples the gate paired."""
-    from components.gate.stats import proportion_interval
+    from amp_pipeline.components.gate.stats import proportion_interval
 
     pairs = (summary.get("seeds") or {}).get("pairs") or []
     n = pairs[0]["n"] if pairs else 0

@@ -1,7 +1,7 @@
 """Where bfloat16 helps on this CPU, op by op: ResNet-shaped convolutions (forward + backward)
 and an elementwise chain, float32 vs bfloat16, batch 64, mean of 10 (50) calls after one warm-up.
 
-    python -m benchmarks.op_speedups
+    python -m amp_pipeline.benchmarks.speed.op_speedups
 
 A one-off diagnostic for benchmarks/RESULTS.md, not part of `amp-pipeline bench`.
 """

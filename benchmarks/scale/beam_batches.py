@@ -1,5 +1,5 @@
-"""`python -m benchmarks.beam_batches RUN_OUTPUT [--component C] [--rounds N]`: TFX's
-Transform or StatisticsGen executor alone, on a finished run's ExampleGen output (and schema),
+"""`python -m amp_pipeline.benchmarks.scale.beam_batches RUN_OUTPUT [--component C] [--rounds N]`:
+TFX's Transform or StatisticsGen executor alone, on a finished run's ExampleGen output (and schema),
 with TFX's own batching and with larger batches (Transform: components/data/transform.py's;
 StatisticsGen: tfx_bsl's byte-size batching), alternating, each in a fresh process.
 
@@ -79,7 +79,7 @@ def transform(root: Path, batched: bool, out: Path) -> float:
     from tfx.components.transform import executor as tx
     from tfx.types import standard_artifacts
 
-    from components.data.transform import BatchedProcessor
+    from amp_pipeline.components.data.transform import BatchedProcessor
 
     inputs = {
         "examples": _examples(root),
@@ -104,7 +104,7 @@ def transform(root: Path, batched: bool, out: Path) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.beam_batches")
+    parser = argparse.ArgumentParser(prog="python -m amp_pipeline.benchmarks.scale.beam_batches")
     parser.add_argument("run_output", type=Path)
     parser.add_argument("--component", choices=("transform", "statistics"), default="transform")
     parser.add_argument("--rounds", type=int, default=3)
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                 [
                     sys.executable,
                     "-m",
-                    "benchmarks.beam_batches",
+                    "amp_pipeline.benchmarks.scale.beam_batches",
                     str(args.run_output),
                     "--component",
                     args.component,

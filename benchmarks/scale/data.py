@@ -1,4 +1,5 @@
-"""`python -m benchmarks.scale_data`: the scale benchmark's inputs, generated, never downloaded.
+"""`python -m amp_pipeline.benchmarks.scale.data`: the scale benchmark's inputs, generated, never
+downloaded.
 
 - Tabular: N rows x 65 columns (64 features: 48 numeric with 5% `NA`, 8 integer, 8 categorical
   with 12 values; a 4-class label from a noisy linear rule), about 15 MB per 100k rows.
@@ -72,7 +73,9 @@ def images(count: int, folder: Path, size: int = 32, seed: int = 0) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.scale_data", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m amp_pipeline.benchmarks.scale.data", description=__doc__
+    )
     parser.add_argument("--rows", type=int, nargs="*", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--images", type=int, nargs="*", default=[2_000, 20_000, 50_000])
     parser.add_argument("--out", type=Path, default=Path("bench/scale-data"))

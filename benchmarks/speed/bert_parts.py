@@ -4,7 +4,7 @@ float32 softmax, residual, LayerNorm) and one feed-forward sublayer (two Dense, 
 LayerNorm) of the pipeline's own encoder (components/models/builtin.py), each timed forward +
 backward on its own, the sublayers scaled by the model's depth.
 
-    python -m benchmarks.bert_parts --size base --seq-len 128 --batch-size 8
+    python -m amp_pipeline.benchmarks.speed.bert_parts --size base --seq-len 128 --batch-size 8
 
 Each part is a compiled tf.function (no XLA), one warm-up call, then the median of `--calls`.
 Both precisions are measured in the same process, alternating, so that a busy machine slows
@@ -27,7 +27,7 @@ def _parts(size: str, seq_len: int, vocab: int):
     """(name, layer-building function, input maker, times per model) of each part."""
     import keras
 
-    from components.models import builtin
+    from amp_pipeline.components.models import builtin
 
     depth, width, heads = builtin.BERT_SIZES[size]
 
@@ -72,8 +72,8 @@ def measure(size: str, seq_len: int, batch: int, calls: int, vocab: int = 30_522
     import keras
     import tensorflow as tf
 
-    from components.amp.precision import choose_recipe, detect_hardware
-    from components.models import builtin
+    from amp_pipeline.components.amp.precision import choose_recipe, detect_hardware
+    from amp_pipeline.components.models import builtin
 
     policy = choose_recipe(detect_hardware(), "auto", "auto").policy
     if policy == "float32":  # a CPU without bfloat16: measure what AMP would emulate

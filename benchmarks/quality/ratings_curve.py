@@ -1,5 +1,5 @@
-"""`python -m benchmarks.ratings_curve CSV USER ITEM LABEL [NUMBERS]`: how a ratings model's error
-moves with the passes over the train split.
+"""`python -m amp_pipeline.benchmarks.quality.ratings_curve CSV USER ITEM LABEL [NUMBERS]`: how a
+ratings model's error moves with the passes over the train split.
 
 One seeded random 80/20 split of the CSV (rows without a label dropped); the two ID columns
 numbered by frequency on the train part (0: missing, the last id: unseen), the numeric columns
@@ -24,8 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     import pandas as pd
     import tensorflow as tf
 
-    from components.models import builtin
-    from components.training.reference import Reference
+    from amp_pipeline.components.models import builtin
+    from amp_pipeline.components.training.reference import Reference
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("csv")

@@ -1,7 +1,7 @@
 """TF-IDF + logistic regression (scikit-learn) on a finished text run's own split, beside the
 promoted AMP model's eval accuracy: is the BERT-style encoder as good as the classic baseline?
 
-    python -m benchmarks.text_baseline OUTPUT_FOLDER
+    python -m amp_pipeline.benchmarks.quality.text_baseline OUTPUT_FOLDER
 
 It reads the raw train and eval examples the run's ExampleGen wrote (the split the gate used),
 fits TfidfVectorizer (unigrams and bigrams) + LogisticRegression on the train split's text

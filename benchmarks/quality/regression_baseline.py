@@ -1,14 +1,14 @@
 """scikit-learn regressors on a finished regression run's own split, beside the AMP model's and
 its float32 twin's eval R²: does the pipeline's model reach the classic tabular baselines?
 
-    python -m benchmarks.regression_baseline OUTPUT_FOLDER
+    python -m amp_pipeline.benchmarks.quality.regression_baseline OUTPUT_FOLDER
 
 It reads the raw train and eval examples the run's ExampleGen wrote (the split the gate used)
 and fits, on the same features (every column but the label, minus those the input check
 excluded): HistGradientBoostingRegressor (numbers as they are, missing values native, strings as
 categories) and Ridge (numbers mean-imputed and standardised, strings one-hot). It prints each
 one's R², MAE and RMSE on the eval split with the run's (the trainers' served models on that
-split, components/training/job.py::regression_metrics).
+split, components/training/fitting.py::regression_metrics).
 """
 
 from __future__ import annotations

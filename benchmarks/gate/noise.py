@@ -1,4 +1,5 @@
-"""`python -m benchmarks.gate_noise`: does the gate's decision hold when the run is repeated?
+"""`python -m amp_pipeline.benchmarks.gate.noise`: does the gate's decision hold when the run is
+repeated?
 
 - `--repeats N`: N back-to-back `amp-pipeline run --no-cache` on the embedded digits; the gate's
   side-by-side speedup and the trainers' own ratio of each.
@@ -24,9 +25,8 @@ from pathlib import Path
 
 import psutil
 
-from core import names
-
-ROOT = Path(__file__).resolve().parent.parent
+from amp_pipeline.benchmarks.records import ROOT
+from amp_pipeline.core import names
 
 
 def _busy(stop) -> None:
@@ -68,7 +68,7 @@ def _trainer_of(pid: int, node: str) -> psutil.Process | None:
             cmd = " ".join(child.cmdline())
         except psutil.Error:
             continue
-        if "components.training.process" in cmd and f"/{node}/" in cmd:
+        if "amp_pipeline.components.training.process" in cmd and f"/{node}/" in cmd:
             return child
     return None
 
@@ -77,7 +77,16 @@ def run_once(out: Path, *args: str, hog_during: str | None = None) -> dict:
     """One `run --no-cache`; with `hog_during` (a trainer node), the hog runs while it trains."""
     if out.exists():
         shutil.rmtree(out)
-    cmd = [sys.executable, "-m", "pipeline.cli", "run", "--output", str(out), "--no-cache", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "amp_pipeline.pipeline.cli",
+        "run",
+        "--output",
+        str(out),
+        "--no-cache",
+        *args,
+    ]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     hogged = 0.0
     if hog_during:
@@ -167,9 +176,11 @@ def to_markdown(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks.bench import machine
+    from amp_pipeline.benchmarks.records import machine
 
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.gate_noise", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m amp_pipeline.benchmarks.gate.noise", description=__doc__
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
         "--hog", choices=("none", "TrainerAmp", "TrainerFp32"), default="TrainerAmp"

@@ -106,7 +106,7 @@ class BenchConfig:
 
     def data_spec(self) -> dict:
         """A DataSpec for synthetic inputs of this configuration's shape."""
-        from core.data_spec import DataSpec
+        from amp_pipeline.core.data_spec import DataSpec
 
         return DataSpec(
             source="synthetic",

@@ -1,5 +1,5 @@
-"""`python -m benchmarks.trainer_overhead RUN_OUTPUT`: the pipeline's trainer against a bare
-`model.fit` of the same model, batch and policy, side by side.
+"""`python -m amp_pipeline.benchmarks.scale.trainer_overhead RUN_OUTPUT`: the pipeline's trainer
+against a bare `model.fit` of the same model, batch and policy, side by side.
 
 For each twin of a finished run (float32 and AMP; their `train_spec.json`, so the model, batch,
 policy, XLA setting and thread count are the run's own), fresh processes alternate:
@@ -7,15 +7,16 @@ policy, XLA setting and thread count are the run's own), fresh processes alterna
 - **bare**: the Transform output's train split read into numpy arrays once, then
   `model.fit(x, y, batch_size=..., shuffle=True)` with a per-step timing callback and nothing
   else: what a user's own training loop would do;
-- **pipeline**: the trainer's own path, `job.train_dataset` (in memory where the split fits
-  IN_MEMORY_MAX_BYTES, else streamed from Transform's files) and `job.fit_watched` (step
+- **pipeline**: the trainer's own path, `datasets.train_dataset` (in memory where the split fits
+  IN_MEMORY_MAX_BYTES, else streamed from Transform's files) and `fitting.fit_watched` (step
   timer, loss-scale monitor, peak-memory probe).
 
-Both build the model with `job.build_fresh` and compile it with `job.compile_model`, train the
-same number of steps, and time steps with the same StepTimer (its first 5 steps excluded).
-Throughput is the batch over the median step time, the figure the run's own summary reports
-(and, beside it, over the measured steps' wall time). The ratio pipeline/bare is the median of
-the per-round ratios, each round one bare and one pipeline process run back to back.
+Both build the model with `model_building.build_fresh` and compile it with
+`model_building.compile_model`, train the same number of steps, and time steps with the same
+StepTimer (its first 5 steps excluded). Throughput is the batch over the median step time, the
+figure the run's own summary reports (and, beside it, over the measured steps' wall time). The ratio
+pipeline/bare is the median of the per-round ratios, each round one bare and one pipeline process
+run back to back.
 """
 
 from __future__ import annotations
@@ -29,9 +30,8 @@ import sys
 import time
 from pathlib import Path
 
-from core import names
-
-ROOT = Path(__file__).resolve().parent.parent
+from amp_pipeline.benchmarks.records import ROOT
+from amp_pipeline.core import names
 
 
 def find_specs(run_output: Path) -> dict[str, Path]:
@@ -53,20 +53,20 @@ def worker(mode: str, spec_path: str, steps: int) -> dict:
     """One measurement in this (fresh) process: the model trained `steps` steps."""
     import tensorflow as tf
 
-    from components.training import job
-    from components.training.options import TrainSpec
+    from amp_pipeline.components.training import datasets, fitting, model_building
+    from amp_pipeline.components.training.options import TrainSpec
 
     spec = TrainSpec.from_json(Path(spec_path).read_text())
     if spec.intra_op_threads:
         tf.config.threading.set_intra_op_parallelism_threads(spec.intra_op_threads)
     spec = dataclasses.replace(spec, train_steps=steps)
-    model, _ = job.build_fresh(spec, spec.policy)
+    model, _ = model_building.build_fresh(spec, spec.policy)
     compile_start = time.perf_counter()
-    job.compile_model(spec, model, spec.xla)
+    model_building.compile_model(spec, model, spec.xla)
     if mode == "bare":
-        from components.amp.perf import StepTimer
+        from amp_pipeline.components.amp.perf import StepTimer
 
-        x, y = job.split_arrays(tuple(spec.train_files), spec.transform_output)
+        x, y = datasets.split_arrays(tuple(spec.train_files), spec.transform_output)
         per_epoch = len(y) // spec.batch_size
         timer = StepTimer(spec.batch_size, warmup_steps=5)
         model.fit(
@@ -81,9 +81,9 @@ def worker(mode: str, spec_path: str, steps: int) -> dict:
         )
         data = "numpy arrays, model.fit's own batching"
     else:
-        train_ds = job.train_dataset(spec, spec.batch_size, spec.seed)
-        _, timer, _, _, _ = job.fit_watched(spec, model, None, train_ds)
-        in_memory = job.memory_arrays(spec, spec.batch_size) is not None
+        train_ds = datasets.train_dataset(spec, spec.batch_size, spec.seed)
+        _, timer, _, _, _ = fitting.fit_watched(spec, model, None, train_ds)
+        in_memory = datasets.memory_arrays(spec, spec.batch_size) is not None
         data = "in memory" if in_memory else "streamed from Transform's files"
     summary = timer.summary()
     return {
@@ -105,7 +105,7 @@ def measure(mode: str, spec_path: Path, steps: int) -> dict:
         [
             sys.executable,
             "-m",
-            "benchmarks.trainer_overhead",
+            "amp_pipeline.benchmarks.scale.trainer_overhead",
             "--worker",
             mode,
             str(spec_path),
@@ -197,7 +197,7 @@ def to_markdown(machine: dict, rows: list[dict], steps: int, rounds: int) -> str
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.trainer_overhead", description=__doc__
+        prog="python -m amp_pipeline.benchmarks.scale.trainer_overhead", description=__doc__
     )
     parser.add_argument("runs", nargs="*", type=Path, help="finished runs' output folders")
     parser.add_argument("--worker", nargs=2, metavar=("MODE", "SPEC"), help=argparse.SUPPRESS)
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.runs:
         parser.error("name at least one finished run's output folder")
-    from benchmarks.scale import machine
+    from amp_pipeline.benchmarks.scale.runs import machine
 
     rows = []
     for run in args.runs:

@@ -1,5 +1,5 @@
-"""`python -m benchmarks.shuffle_cost [--rows N] [--width W]`: what the trainer's shuffled copy of
-a streamed train split costs (components/training/job.py::shuffled_split).
+"""`python -m amp_pipeline.benchmarks.scale.shuffle_cost [--rows N] [--width W]`: what the trainer's
+shuffled copy of a streamed train split costs (components/training/datasets.py::shuffled_split).
 
 Writes N gzipped tf.Examples of W float32 features (random normal, as Transform writes `x`) once
 under bench/shuffle_cost/, then times one read pass over them and the shuffled copy, and
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.autotune_default import ROOT, cpu_name
+from amp_pipeline.benchmarks.records import ROOT, cpu_name
 
 
 def peak_mib() -> float:
@@ -41,7 +41,7 @@ def write_split(path: Path, rows: int, width: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     import tensorflow as tf
 
-    from components.training import job
+    from amp_pipeline.components.training import datasets
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=1_000_000)
@@ -58,8 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     read_s = time.perf_counter() - started
     before = peak_mib()
     started = time.perf_counter()
-    parts = job.shuffled_split(
-        [str(source)], root / "copy", 0, rows * (args.width + 1) * 4, job.SHUFFLE_BUCKET_BYTES
+    parts = datasets.shuffled_split(
+        [str(source)], root / "copy", 0, rows * (args.width + 1) * 4, datasets.SHUFFLE_BUCKET_BYTES
     )
     copy_s = time.perf_counter() - started
     print(

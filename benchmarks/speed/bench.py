@@ -7,7 +7,6 @@ import dataclasses
 import json
 import logging
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -15,14 +14,18 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.configs import BenchConfig
-from components.amp.perf import median
+from amp_pipeline.benchmarks.records import (  # noqa: F401 (machine: the bench's record)
+    ROOT,
+    machine,
+)
+from amp_pipeline.benchmarks.speed.configs import BenchConfig
+from amp_pipeline.components.amp.perf import median
 
 logger = logging.getLogger(__name__)
 
 
 def worker_env() -> dict:
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(ROOT)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     env.pop("TF_CONFIG", None)
@@ -49,11 +52,16 @@ def loopback_cluster(workers: int) -> list[dict]:
 def run_one(
     config: BenchConfig, timeout: int = 3600, weights_out: str = "", env: dict | None = None
 ) -> dict:
-    """Runs one configuration in `python -m benchmarks.worker` (one process per worker under
-    multiworker; the chief's figures), or `benchmarks.jax_worker` under KERAS_BACKEND=jax, and
-    returns its figures. `env`: extra environment (the JAX memory cap of the batch search)."""
+    """Runs one configuration in `python -m amp_pipeline.benchmarks.speed.worker` (one process per
+    worker under multiworker; the chief's figures), or `amp_pipeline.benchmarks.speed.jax_worker`
+    under KERAS_BACKEND=jax, and returns its figures. `env`: extra environment (the JAX memory cap
+    of the batch search)."""
     multiworker = config.replicas > 1 and config.replica_mode == "multiworker"
-    module = "benchmarks.jax_worker" if config.backend == "jax" else "benchmarks.worker"
+    module = (
+        "amp_pipeline.benchmarks.speed.jax_worker"
+        if config.backend == "jax"
+        else "amp_pipeline.benchmarks.speed.worker"
+    )
     tasks = loopback_cluster(config.replicas) if multiworker else [None]
     with tempfile.TemporaryDirectory() as tmp:
         cfg_path, out_path = Path(tmp) / "config.json", Path(tmp) / "out.json"
@@ -212,46 +220,6 @@ def baseline_label(r: dict) -> str:
     if r.get("matmul_precision") == "highest":
         return "float32 (highest: true FP32)"
     return "float32 (JAX default: TF32 on tensor cores)" if gpu else "float32 (JAX default)"
-
-
-def microarchitecture(cpuinfo: str | None = None) -> str:
-    """AMD Zen generation from /proc/cpuinfo's family and model (the model name says only "AMD
-    EPYC" on these machines); vendor, family and model otherwise."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            return "unknown"
-    fields = {}
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        fields.setdefault(key.strip(), value.strip())
-    vendor = fields.get("vendor_id", "")
-    family, model = fields.get("cpu family"), fields.get("model")
-    if not family or not model:
-        return "unknown"
-    family, model = int(family), int(model)
-    if vendor == "AuthenticAMD":
-        if family == 26:
-            return f"AMD Zen 5 (family {family}, model {model})"
-        if family == 25:
-            zen = "Zen 4" if model >= 0x10 else "Zen 3"
-            return f"AMD {zen} (family {family}, model {model})"
-    return f"{vendor} family {family} model {model}"
-
-
-def machine() -> dict:
-    from components.amp.precision import cpu_flags, cpu_name
-
-    flags = cpu_flags()
-    return {
-        "cpu": cpu_name(),
-        "microarchitecture": microarchitecture(),
-        "cores": os.cpu_count(),
-        "bf16_flags": sorted(f for f in flags if "bf16" in f or f.startswith("amx")),
-        "avx512": sorted(f for f in flags if f.startswith("avx512")),
-        "python": platform.python_version(),
-    }
 
 
 def to_markdown(bench: dict) -> str:
@@ -445,7 +413,7 @@ def largest_batches(
 ) -> list[dict]:
     """The largest batch of each configuration under `budget_gib` (benchmarks/max_batch.py),
     each search sharing `budget_s` equally."""
-    from benchmarks import max_batch
+    from amp_pipeline.benchmarks.speed import max_batch
 
     total = device_total_gib(configs[0].backend) if configs else None
     env = max_batch.jax_memory_env(budget_gib, total)

@@ -2,7 +2,7 @@
 backward pass (embedding gathers, MLPs, dot interaction) against the optimizer's update, and
 that update with 100,000-row tables against 1,000-row ones.
 
-    python -m benchmarks.dlrm_parts --batch-size 2048 --calls 15
+    python -m amp_pipeline.benchmarks.speed.dlrm_parts --batch-size 2048 --calls 15
 
 The model is the pipeline's `dlrm` (components/models/builtin.py) over 13 dense features and 8
 tables of `--rows` x 64 (benchmarks/configs.py's shape). Each measurement is a compiled
@@ -27,8 +27,8 @@ def measure(policy: str, rows: int, batch: int, calls: int) -> dict[str, float]:
     import numpy as np
     import tensorflow as tf
 
-    from benchmarks.configs import DLRM_DENSE, DLRM_DIM, DLRM_TABLES
-    from components.models.builtin import build_dlrm
+    from amp_pipeline.benchmarks.speed.configs import DLRM_DENSE, DLRM_DIM, DLRM_TABLES
+    from amp_pipeline.components.models.builtin import build_dlrm
 
     keras.mixed_precision.set_global_policy(policy)
     categorical = tuple(

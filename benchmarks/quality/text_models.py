@@ -1,4 +1,5 @@
-"""`python -m benchmarks.text_models --data CSV --label L --text T`: which text model at what size?
+"""`python -m amp_pipeline.benchmarks.quality.text_models --data CSV --label L --text T`: which text
+model at what size?
 
 For each size in `--sizes`, a seeded random sample of that many rows of the CSV (the label and
 the text column only) goes through `amp-pipeline run` once per model in `--models` (`mlp`: the
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.autotune_default import ROOT, cpu_name, write_report
+from amp_pipeline.benchmarks.records import ROOT, cpu_name, write_report
 
 
 def sample_csv(data: str, label: str, text: str, n: int, out: Path, seed: int = 0) -> Path:
@@ -71,7 +72,16 @@ def tfidf_accuracy(out: Path, label: str, text: str) -> float:
 
 def run_model(data: Path, label: str, model: str, out: Path) -> dict:
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [sys.executable, "-m", "pipeline.cli", "run", "--data", str(data), "--label", label]
+    cmd = [
+        sys.executable,
+        "-m",
+        "amp_pipeline.pipeline.cli",
+        "run",
+        "--data",
+        str(data),
+        "--label",
+        label,
+    ]
     cmd += ["--model", model, "--output", str(out), "--tflite", "none", "--speed-rounds", "0"]
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)

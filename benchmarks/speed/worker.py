@@ -1,5 +1,6 @@
-"""`python -m benchmarks.worker CONFIG_JSON OUT_JSON [WEIGHTS_NPZ]`: one benchmark configuration,
-fresh process (one of them per worker under MultiWorkerMirroredStrategy; TF_CONFIG says which).
+"""`python -m amp_pipeline.benchmarks.speed.worker CONFIG_JSON OUT_JSON [WEIGHTS_NPZ]`: one
+benchmark configuration, fresh process (one of them per worker under MultiWorkerMirroredStrategy;
+TF_CONFIG says which).
 
 Same model builder, optimizer, step timer and peak-memory code as the pipeline's Trainer.
 """
@@ -10,13 +11,13 @@ import json
 import sys
 from pathlib import Path
 
-from benchmarks.configs import BenchConfig
+from amp_pipeline.benchmarks.speed.configs import BenchConfig
 
 
 def strategy_of(config: BenchConfig):
     """The configuration's tf.distribute strategy (None for one replica); made before
     TensorFlow runs anything."""
-    from components.training import distribution
+    from amp_pipeline.components.training import distribution
 
     if config.replicas == 1:
         return None
@@ -39,9 +40,11 @@ def run(config: BenchConfig, weights_out: str = "") -> dict:
     import numpy as np
     import tensorflow as tf
 
-    from components.amp.perf import PeakMemory, StepTimer
-    from components.training.distribution import replicas
-    from components.training.job import TrainSpec, build_and_compile, fit
+    from amp_pipeline.components.amp.perf import PeakMemory, StepTimer
+    from amp_pipeline.components.training.distribution import replicas
+    from amp_pipeline.components.training.fitting import fit
+    from amp_pipeline.components.training.model_building import build_and_compile
+    from amp_pipeline.components.training.options import TrainSpec
 
     spec = TrainSpec(
         train_files=(),

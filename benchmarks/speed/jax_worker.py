@@ -1,5 +1,6 @@
-"""`python -m benchmarks.jax_worker CONFIG_JSON OUT_JSON`: one benchmark configuration under
-Keras 3's JAX backend, in a fresh process (KERAS_BACKEND=jax is set by benchmarks/bench.py).
+"""`python -m amp_pipeline.benchmarks.speed.jax_worker CONFIG_JSON OUT_JSON`: one benchmark
+configuration under Keras 3's JAX backend, in a fresh process (KERAS_BACKEND=jax is set by
+benchmarks/bench.py).
 
 The same model builders (components/models/builtin.py), float32 output rule
 (components/amp/rules.py) and step timer (components/amp/perf.py) as the TensorFlow bench;
@@ -14,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from benchmarks.configs import BenchConfig
+from amp_pipeline.benchmarks.speed.configs import BenchConfig
 
 JAX_MEMORY_METHOD = (
     "JAX device memory_stats()['peak_bytes_in_use'], whole process (a fresh one per "
@@ -52,12 +53,12 @@ def run(config: BenchConfig) -> dict:
     import keras
     import numpy as np
 
-    from components.amp.perf import PeakMemory, StepTimer
-    from components.amp.rules import float32_output
-    from components.models.builtin import build_model
+    from amp_pipeline.components.amp.perf import PeakMemory, StepTimer
+    from amp_pipeline.components.amp.rules import float32_output
+    from amp_pipeline.components.models.builtin import build_model
 
     if keras.backend.backend() != "jax":
-        raise RuntimeError("benchmarks.jax_worker needs KERAS_BACKEND=jax")
+        raise RuntimeError("amp_pipeline.benchmarks.speed.jax_worker needs KERAS_BACKEND=jax")
     if config.matmul_precision:
         jax.config.update("jax_default_matmul_precision", config.matmul_precision)
     keras.mixed_precision.set_global_policy(config.policy)

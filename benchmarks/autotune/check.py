@@ -1,5 +1,5 @@
-"""`python -m benchmarks.autotune_check`: does autotune pick a recipe at least as fast as the rule
-table's, and faster where the rule table's is slower than float32?
+"""`python -m amp_pipeline.benchmarks.autotune.check`: does autotune pick a recipe at least as fast
+as the rule table's, and faster where the rule table's is slower than float32?
 
 Per model, on the embedded digits: a first `amp-pipeline autotune` probe picks a winner; a second,
 independent probe (`--autotune-refresh`) measures every candidate again, and the table reads the
@@ -17,12 +17,22 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from amp_pipeline.benchmarks.records import ROOT
+
 MODELS = ("cnn", "mlp", "transformer", "resnet50")
 
 
 def probe(model: str, out: Path, budget_s: float, refresh: bool) -> dict:
-    cmd = [sys.executable, "-m", "pipeline.cli", "autotune", "--model", model, "--output", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "amp_pipeline.pipeline.cli",
+        "autotune",
+        "--model",
+        model,
+        "--output",
+        str(out),
+    ]
     cmd += ["--autotune-budget-s", str(budget_s)] + (["--autotune-refresh"] if refresh else [])
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
@@ -86,9 +96,9 @@ def to_markdown(rows: list[dict], machine: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks.bench import machine
+    from amp_pipeline.benchmarks.records import machine
 
-    p = argparse.ArgumentParser(prog="python -m benchmarks.autotune_check")
+    p = argparse.ArgumentParser(prog="python -m amp_pipeline.benchmarks.autotune.check")
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument(
         "--budget-s",

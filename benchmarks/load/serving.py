@@ -21,8 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from core import names
-from serving.client import ClientConfig, ClientError, ServingClient
+from amp_pipeline.benchmarks.records import cpu_name
+from amp_pipeline.core import names
+from amp_pipeline.serving.client import ClientConfig, ClientError, ServingClient
 
 
 def load(
@@ -119,7 +120,7 @@ def start_server(model_dir: Path, batching: bool, grpc_port: int, rest_port: int
     args = [
         sys.executable,
         "-m",
-        "pipeline.cli",
+        "amp_pipeline.pipeline.cli",
         "serve",
         "--model-dir",
         str(model_dir),
@@ -183,7 +184,7 @@ def run_serving_bench(
 ) -> dict:
     """Server with batching, server without (over each of `protocols`), and the in-process
     baseline; one result each."""
-    from serving.repository import version_dirs
+    from amp_pipeline.serving.repository import version_dirs
 
     versions = version_dirs(model_base)
     if not versions:
@@ -213,22 +214,12 @@ def run_serving_bench(
         "clients": clients,
         "duration_s": duration_s,
         "machine": {
-            "cpu": _cpu_name(),
+            "cpu": cpu_name(),
             "cores": os.cpu_count(),
             "python": platform.python_version(),
         },
         "results": results,
     }
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def to_markdown(result: dict) -> str:

@@ -1,6 +1,6 @@
 """A synthetic ratings CSV with a known structure, for benchmarks/RESULTS.md ("Recommenders"):
 
-    python -m benchmarks.ratings_data ratings.csv 20000
+    python -m amp_pipeline.benchmarks.quality.ratings_data ratings.csv 20000
 
 `userId`, `movieId`, `rating`: 300 users and 400 movies; a rating is 3.5 plus a user bias, a
 movie bias (sd 0.5 each), the dot product of 4-factor user and movie vectors (sd 0.6 each) and

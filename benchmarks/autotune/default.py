@@ -1,4 +1,5 @@
-"""`python -m benchmarks.autotune_default`: what would `--policy autotune` as the CPU default cost?
+"""`python -m amp_pipeline.benchmarks.autotune.default`: what would `--policy autotune` as the CPU
+default cost?
 
 On the embedded digits (CNN) and on a tabular CSV (the MLP), each in a fresh output folder, one
 `amp-pipeline run` under the rule table (`--policy auto`, today's default) and one under
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import shutil
 import statistics
 import subprocess
@@ -21,13 +21,23 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from amp_pipeline.benchmarks.records import ROOT, cpu_name, write_report
+
 TABLE = ROOT / "tests" / "testdata" / "churn.csv"
 
 
 def run_once(data: str | None, label: str, policy: str, out: Path, steps: int) -> dict:
     shutil.rmtree(out, ignore_errors=True)  # each run in a fresh folder (no autotune cache)
-    cmd = [sys.executable, "-m", "pipeline.cli", "run", "--output", str(out), "--policy", policy]
+    cmd = [
+        sys.executable,
+        "-m",
+        "amp_pipeline.pipeline.cli",
+        "run",
+        "--output",
+        str(out),
+        "--policy",
+        policy,
+    ]
     cmd += ["--train-steps", str(steps), "--label", label]
     cmd += ["--data", data] if data else []
     start = time.perf_counter()
@@ -49,21 +59,6 @@ def run_once(data: str | None, label: str, policy: str, out: Path, steps: int) -
         "speedup": summary["speedup"],
         "exit_code": proc.returncode,
     }
-
-
-def write_report(out: Path, name: str, record: dict, lines: list[str]) -> None:
-    """`<out>/<name>.json` (the record) and `<name>.md` (the table), and the table printed."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.json").write_text(json.dumps(record, indent=2))
-    (out / f"{name}.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,1 @@
+"""The gate's noise: repeated runs of one configuration, and how often the decision changes."""

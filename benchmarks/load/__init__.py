@@ -1,0 +1,1 @@
+"""Serving under load: the local server's throughput and latency."""

@@ -1,0 +1,1 @@
+"""Model quality against simple baselines: text (TF-IDF), regression, ratings."""
