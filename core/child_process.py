@@ -26,8 +26,12 @@ import threading
 import time
 from pathlib import Path
 
-# The folder that holds the project's packages (core/ is one of them).
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+import amp_pipeline
+
+# The folder that holds the `amp_pipeline` package: a checkout's root, or site-packages for a
+# wheel. Only that folder goes on a child's path, never the package's own folders: a bare
+# `import core` must not start to work in the child.
+PROJECT_ROOT = Path(amp_pipeline.__file__).resolve().parent.parent
 PARENT_ENV = "AMP_PIPELINE_PARENT_PID"
 
 

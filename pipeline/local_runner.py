@@ -63,7 +63,7 @@ def _params(config: RunConfig, data, amp: TrainOptions) -> dict:
 def _track_success(tracker, latest, result: dict, config: RunConfig, tags: dict) -> None:
     """Child runs, report, registry; run_summary.json gets the MLflow ids, then is logged."""
     from amp_pipeline.pipeline import summary
-    from amp_pipeline.pipeline.pipeline import TRAINER_AMP, TRAINER_FP32
+    from amp_pipeline.pipeline.amp_half import TRAINER_AMP, TRAINER_FP32
     from amp_pipeline.pipeline.report import write_report
     from amp_pipeline.pipeline.results import trainer_figures
 
@@ -179,7 +179,7 @@ def _run_locked(config: RunConfig) -> dict:
             from amp_pipeline.components.amp.precision import choose_recipe, detect_hardware
             from amp_pipeline.components.training import batch_limits
             from amp_pipeline.pipeline.pipeline import twin_options
-            from amp_pipeline.pipeline.tracking import RunTracker, default_tracking_uri
+            from amp_pipeline.pipeline.tracking.tracker import RunTracker, default_tracking_uri
             from amp_pipeline.serving.pusher import clean_partial_pushes
 
             check_model_fits_data(config, data, module_ref)

@@ -6,125 +6,28 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
 from amp_pipeline.components.data.anomaly_check import AnomalyCheck
 from amp_pipeline.components.data.example_gen import CsvExampleGen, ImportExampleGen
-from amp_pipeline.components.data.ingest import MAX_SLICED_CLASSES
 from amp_pipeline.components.data.transform import Transform
 from amp_pipeline.components.export import tflite
-from amp_pipeline.components.gate.component import PromotionGate
-from amp_pipeline.components.gate.evaluator import Evaluator
-from amp_pipeline.components.gate.production_evaluator import ProductionEvaluator
-from amp_pipeline.components.gate.side_by_side import SideBySide
+from amp_pipeline.components.gate.rules import GateConfig
 from amp_pipeline.components.models.user_module import ModuleRef
 from amp_pipeline.components.training.options import TrainOptions
-from amp_pipeline.core import names
 from amp_pipeline.core.data_spec import DataSpec
+from amp_pipeline.pipeline.amp_half import (
+    PromotionOptions,
+    TrainerFactory,
+    judges,
+    local_trainer,
+    on_trainer_hardware,
+    pusher,
+    trainer_twins,
+)
 from amp_pipeline.pipeline.config import RunConfig, model_for, model_name_for, model_options_for
-from amp_pipeline.serving.infra_validator import InfraValidator
-from amp_pipeline.serving.pusher import Pusher
 
 ANOMALY_CHECK = "AnomalyCheck"
-TRAINER_FP32 = "TrainerFp32"
-TRAINER_AMP = "TrainerAmp"
-EVALUATOR = "Evaluator"
-PRODUCTION_MODEL = "ProductionModel"
-EVALUATOR_PRODUCTION = "EvaluatorProduction"
-INFRA_VALIDATOR = "InfraValidator"
-SIDE_BY_SIDE = "SideBySide"
-GATE = "PromotionGate"
-PUSHER = "Pusher"
-CANDIDATE = "candidate"
-BASELINE = "baseline"
-
-
-def eval_config(config: RunConfig, data: DataSpec) -> tfma.EvalConfig:
-    """AMP candidate vs a baseline, on the whole eval split and per class.
-
-    Metrics: accuracy (gated: no drop beyond the tolerance, at least the minimum), loss, example
-    count, and ROC and PR AUC of the positive class for binary labels (the gate's own rules on
-    them are components/gate/class_metrics.py). For a regression label: mean
-    absolute error (gated: no rise beyond the error tolerance, a share of the baseline's), mean
-    squared error, its root and the example count, on the raw label and the served
-    predictions, both in the label's units.
-    """
-
-    def spec(name: str, is_baseline: bool) -> tfma.ModelSpec:
-        return tfma.ModelSpec(
-            name=name,
-            signature_name=names.SERVING_SIGNATURE,
-            preprocessing_function_names=[names.TRANSFORM_SIGNATURE],
-            label_key=data.label if data.regression else names.LABEL_KEY,
-            prediction_key=names.PREDICTIONS if data.regression else names.PROBABILITIES,
-            is_baseline=is_baseline,
-        )
-
-    if data.regression:
-        return tfma.EvalConfig(
-            model_specs=[spec(CANDIDATE, False), spec(BASELINE, True)],
-            slicing_specs=[tfma.SlicingSpec()],
-            metrics_specs=[
-                tfma.MetricsSpec(
-                    metrics=[
-                        tfma.MetricConfig(
-                            class_name="MeanAbsoluteError",
-                            threshold=tfma.MetricThreshold(
-                                change_threshold=tfma.GenericChangeThreshold(
-                                    direction=tfma.MetricDirection.LOWER_IS_BETTER,
-                                    relative={"value": config.error_tolerance},
-                                )
-                            ),
-                        ),
-                        tfma.MetricConfig(class_name="MeanSquaredError"),
-                        tfma.MetricConfig(class_name="RootMeanSquaredError"),
-                        tfma.MetricConfig(class_name="ExampleCount"),
-                    ]
-                )
-            ],
-        )
-
-    accuracy_threshold = tfma.MetricThreshold(
-        value_threshold=tfma.GenericValueThreshold(lower_bound={"value": config.min_accuracy}),
-        change_threshold=tfma.GenericChangeThreshold(
-            direction=tfma.MetricDirection.HIGHER_IS_BETTER,
-            absolute={"value": -config.accuracy_tolerance},
-        ),
-    )
-    metrics_specs = [
-        tfma.MetricsSpec(
-            metrics=[
-                tfma.MetricConfig(
-                    class_name="SparseCategoricalAccuracy", threshold=accuracy_threshold
-                ),
-                tfma.MetricConfig(class_name="SparseCategoricalCrossentropy"),
-                tfma.MetricConfig(class_name="ExampleCount"),
-            ]
-        )
-    ]
-    if data.num_classes == 2:
-        metrics_specs.append(
-            tfma.MetricsSpec(
-                # ROC and PR AUC: the second reading of the gate's roc_auc and pr_auc rules.
-                metrics=[
-                    tfma.MetricConfig(class_name="AUC"),
-                    tfma.MetricConfig(class_name="AUCPrecisionRecall"),
-                ],
-                binarize=tfma.BinarizationOptions(class_ids={"values": [1]}),
-            )
-        )
-    return tfma.EvalConfig(
-        model_specs=[spec(CANDIDATE, False), spec(BASELINE, True)],
-        # Per-class slices, where there are few enough classes to read them (ingest says so).
-        slicing_specs=[tfma.SlicingSpec()]
-        + (
-            [tfma.SlicingSpec(feature_keys=[data.label])]
-            if data.num_classes <= MAX_SLICED_CLASSES
-            else []
-        ),
-        metrics_specs=metrics_specs,
-    )
 
 
 def make_example_gen(data: DataSpec, input_base, pattern: str):
@@ -151,21 +54,26 @@ def make_example_gen(data: DataSpec, input_base, pattern: str):
     )
 
 
-TrainerFactory = Callable[..., Any]
-"""How a runner makes a trainer node: called with TFX Trainer's keyword arguments and the node
-id; the cluster runner (kubeflow/runner.py) returns Vertex's Trainer or adds a GPU request."""
-
-
-def local_trainer(node_id: str, **kwargs):
-    """The default trainer node: TFX's Trainer, in this process."""
-    return tfx.components.Trainer(**kwargs).with_id(node_id)
-
-
-def on_trainer_hardware(node):
-    """Where the side-by-side speed measurement runs. Locally: where the trainers ran (this
-    machine). A cluster runner puts it on the trainers' accelerator (kubeflow/runner.py), so
-    the ratio the gate uses is timed on the hardware the AMP recipe was chosen for."""
-    return node
+def promotion_options(config: RunConfig, data: DataSpec) -> PromotionOptions:
+    """The run's gate thresholds and promotion options, from its configuration."""
+    return PromotionOptions(
+        gate=GateConfig(
+            accuracy_tolerance=config.accuracy_tolerance,
+            min_accuracy=config.min_accuracy,
+            min_speedup=config.min_speedup,
+            strict=config.parity == "strict",
+            error_tolerance=config.error_tolerance,
+            recall_tolerance=config.recall_tolerance,
+            auc_tolerance=config.auc_tolerance,
+            class_metrics=config.class_metrics,
+            min_gain_over_baseline=config.min_gain_over_baseline,
+        ),
+        require_amp=config.require_amp,
+        speed_rounds=config.speed_rounds,
+        tfma_max_examples=config.tfma_max_examples,
+        serving_latency_budget_ms=config.serving_latency_budget_ms,
+        model_name=model_name_for(config, data),
+    )
 
 
 def twin_options(
@@ -199,38 +107,6 @@ def twin_options(
         readiness=True,
         diagnose=True,
     )
-
-
-def fp32_options(amp: TrainOptions) -> TrainOptions:
-    return dataclasses.replace(
-        amp,
-        policy="float32",
-        xla=False,
-        loss_scaling=False,
-        readiness=False,
-        diagnose=False,
-    )
-
-
-def _train_args(steps):
-    """TrainArgs for `steps`, or the runtime parameter a cluster runner passed."""
-    if isinstance(steps, tfx.dsl.experimental.RuntimeParameter):
-        return steps
-    return tfx.proto.TrainArgs(num_steps=steps)
-
-
-def production_model_resolver() -> tfx.dsl.Resolver:
-    """The model in production: the latest model the gate promoted (and so pushed), whichever
-    twin it was: the Model channel is every trainer's (the blessing names the twin)."""
-    return tfx.dsl.Resolver(
-        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
-        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-        model_blessing=tfx.dsl.Channel(
-            type=tfx.types.standard_artifacts.ModelBlessing,
-            producer_component_id=GATE,
-            output_key="blessing",
-        ),
-    ).with_id(PRODUCTION_MODEL)
 
 
 def data_components(data: DataSpec, data_root, pattern: str, model_module: ModuleRef | None):
@@ -342,89 +218,25 @@ def create_pipeline(
         data_components(data, data_root, data_pattern, model_module)
     )
 
-    def trainer(node_id: str, options: TrainOptions, steps):
-        return make_trainer(
-            node_id,
-            run_fn="amp_pipeline.components.training.trainer.run_fn",
-            examples=transform.outputs["transformed_examples"],
-            transform_graph=transform.outputs["transform_graph"],
-            train_args=_train_args(steps),
-            eval_args=tfx.proto.EvalArgs(num_steps=options.eval_steps),
-            custom_config={"data_spec": data.to_dict(), **options.to_config()},
-        )
-
-    trainer_fp32 = trainer(TRAINER_FP32, fp32_options(amp), train_steps)
-    trainer_amp = trainer(TRAINER_AMP, amp, amp_train_steps or train_steps)
-
-    def evaluate_against(baseline, node_id: str, evaluator=Evaluator):
-        """TFMA on the eval split: the AMP candidate vs `baseline`, with the gate's thresholds."""
-        return evaluator(
-            examples=example_gen.outputs["examples"],
-            model=trainer_amp.outputs["model"],
-            baseline_model=baseline,
-            eval_config=eval_config(config, data),
-            example_splits=["eval"],
-            max_examples=config.tfma_max_examples,
-        ).with_id(node_id)
-
-    evaluator = evaluate_against(trainer_fp32.outputs["model"], EVALUATOR)
-    production_model = production_model_resolver()
-    # Before the first push there is no production model, and no TFMA run for it.
-    evaluator_production = evaluate_against(
-        production_model.outputs["model"], EVALUATOR_PRODUCTION, ProductionEvaluator
+    twins = trainer_twins(
+        transform.outputs["transformed_examples"],
+        transform.outputs["transform_graph"],
+        data,
+        amp,
+        train_steps=train_steps,
+        amp_train_steps=amp_train_steps,
+        make_trainer=make_trainer,
     )
-
-    infra_validator = InfraValidator(
-        model=trainer_amp.outputs["model"],
-        examples=example_gen.outputs["examples"],
-        model_name=model_name_for(config, data),
-        latency_budget_ms=config.serving_latency_budget_ms,
-        requested_at=infra_requested_at,
-    ).with_id(INFRA_VALIDATOR)
-    side_by_side = place_speed_check(
-        SideBySide(
-            fp32_run=trainer_fp32.outputs["model_run"],
-            amp_run=trainer_amp.outputs["model_run"],
-            rounds=config.speed_rounds,
-        ).with_id(SIDE_BY_SIDE)
-    )
-    gate = PromotionGate(
-        parity_evaluation=evaluator.outputs["evaluation"],
-        production_evaluation=evaluator_production.outputs["evaluation"],
-        production_blessing=evaluator_production.outputs["blessing"],
-        fp32_run=trainer_fp32.outputs["model_run"],
-        amp_run=trainer_amp.outputs["model_run"],
-        model=trainer_amp.outputs["model"],
-        fp32_model=trainer_fp32.outputs["model"],
-        infra_blessing=infra_validator.outputs["blessing"],
+    judged = judges(
+        example_gen.outputs["examples"],
+        twins,
+        data,
+        promotion_options(config, data),
         accuracy_tolerance=accuracy_tolerance,
-        min_accuracy=config.min_accuracy,
-        min_speedup=config.min_speedup,
-        examples=example_gen.outputs["examples"],
-        speed=side_by_side.outputs["comparison"],
-        label=data.label,
-        label_kind=data.label_kind,
-        strict=int(config.parity == "strict"),
-        task=data.task,
-        error_tolerance=config.error_tolerance,
-        label_mean=data.label_mean,
-        require_amp=int(config.require_amp),
-        recall_tolerance=config.recall_tolerance,
-        auc_tolerance=config.auc_tolerance,
-        class_metrics_for=config.class_metrics,
-        min_gain_over_baseline=(
-            -1.0 if config.min_gain_over_baseline is None else config.min_gain_over_baseline
-        ),
-        # The float32 twin is served by the gate itself, only when it may ship.
-        model_name=model_name_for(config, data),
-        latency_budget_ms=config.serving_latency_budget_ms,
-    ).with_id(GATE)
-    pusher = Pusher(
-        model=trainer_amp.outputs["model"],
-        fp32_model=trainer_fp32.outputs["model"],
-        model_blessing=gate.outputs["blessing"],
-        push_base=f"{serving_base}/{model_name_for(config, data)}",
-    ).with_id(PUSHER)
+        place_speed_check=place_speed_check,
+        infra_requested_at=infra_requested_at,
+    )
+    push = pusher(twins, judged.gate, f"{serving_base}/{model_name_for(config, data)}")
     return tfx.dsl.Pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=pipeline_root,
@@ -435,15 +247,9 @@ def create_pipeline(
             example_validator,
             anomaly_check,
             transform,
-            trainer_fp32,
-            trainer_amp,
-            evaluator,
-            production_model,
-            evaluator_production,
-            infra_validator,
-            side_by_side,
-            gate,
-            pusher,
+            *twins,
+            *judged,
+            push,
         ],
         enable_cache=config.enable_cache,
         metadata_connection_config=metadata_connection_config,

@@ -90,7 +90,7 @@ def _twin_name(gate: dict) -> str:
 def gate_section(summary: dict) -> list[str]:
     """report.md's gate: each rule's outcome with its estimate and 95% interval, the seeds and
     the side-by-side speed measurement."""
-    from amp_pipeline.components.gate.rules import twins_table
+    from amp_pipeline.components.gate.decision_md import twins_table
 
     gate = summary["gate"]
     lines = ["## Promotion gate", ""]
@@ -112,7 +112,7 @@ def gate_section(summary: dict) -> list[str]:
     speed = summary.get("speed") or {}
     record = summary.get("speed_record")
     if record:
-        from amp_pipeline.components.gate.speed_record import lines as speed_lines
+        from amp_pipeline.components.speed.record import lines as speed_lines
 
         lines += ["", f"Speed and memory (the gate uses the {record['gate_uses']} ratio):", ""]
         lines += [f"- {line}" for line in speed_lines(record)]

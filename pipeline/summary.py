@@ -9,7 +9,8 @@ import shutil
 from pathlib import Path
 
 from amp_pipeline.components.amp.precision import Recipe
-from amp_pipeline.components.gate import speed_record, twins
+from amp_pipeline.components.gate import twins
+from amp_pipeline.components.speed import record as speed_record
 from amp_pipeline.core import names
 from amp_pipeline.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_PROMOTED, EXIT_REJECTED
 from amp_pipeline.pipeline.results import NodeOutput
@@ -176,7 +177,7 @@ def tolerated_findings(outputs: dict) -> list[dict]:
 def evaluation_paths(outputs: dict) -> dict:
     """The TFMA evaluations, and each twin's served predictions on the eval split per seed (the
     gate's pairs)."""
-    from amp_pipeline.pipeline.pipeline import (
+    from amp_pipeline.pipeline.amp_half import (
         EVALUATOR,
         EVALUATOR_PRODUCTION,
         TRAINER_AMP,
@@ -252,12 +253,7 @@ def build_summary(
     """Assembles run_summary.json from the run's artifacts, and copies the gate's decision files
     next to it."""
     from amp_pipeline.components.amp.diagnosis import why_not_faster
-    from amp_pipeline.pipeline.pipeline import (
-        GATE,
-        PUSHER,
-        TRAINER_AMP,
-        TRAINER_FP32,
-    )
+    from amp_pipeline.pipeline.amp_half import GATE, PUSHER, TRAINER_AMP, TRAINER_FP32
     from amp_pipeline.pipeline.results import trainer_figures
 
     fp32 = trainer_figures(outputs[TRAINER_FP32]["model_run"])

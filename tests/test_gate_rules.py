@@ -4,7 +4,8 @@ import dataclasses
 
 import pytest
 
-from amp_pipeline.components.gate.rules import GateConfig, Measurements, decide, to_markdown
+from amp_pipeline.components.gate.decision_md import to_markdown
+from amp_pipeline.components.gate.rules import GateConfig, Measurements, decide
 
 CFG = GateConfig(accuracy_tolerance=0.01, min_accuracy=0.9, min_speedup=1.5)
 GOOD = Measurements(
@@ -133,7 +134,7 @@ def test_config_validation_says_what_it_received():
 
 
 def _speed(ratios):
-    from amp_pipeline.components.gate.stats import median_and_spread
+    from amp_pipeline.components.amp.perf import median_and_spread
 
     return {"ratio": median_and_spread(ratios), "steps_per_burst": 20, "ratios": ratios}
 
@@ -266,7 +267,7 @@ def test_tflite_rules_judge_agreement_and_int8_accuracy_on_their_counts():
 
 
 def test_a_float32_amp_trainer_skips_the_speed_rule_with_the_true_reason():
-    from amp_pipeline.components.gate.side_by_side import float32_reason
+    from amp_pipeline.components.speed.side_by_side import float32_reason
 
     winner = {"key": "float32/xla=off/batch=256/threads=2", "reason": "fastest of 4 candidates"}
     tuned = {"policy": "float32", "autotune": {"winner": winner}}

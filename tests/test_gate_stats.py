@@ -6,6 +6,7 @@ import zlib
 import numpy as np
 import pytest
 
+from amp_pipeline.components.amp.perf import median_and_spread
 from amp_pipeline.components.gate.stats import (
     FAIL,
     PASS,
@@ -14,7 +15,6 @@ from amp_pipeline.components.gate.stats import (
     eval_size_needed,
     exact_discordance_bound,
     mcnemar_p,
-    median_and_spread,
     paired_interval,
     parity,
     proportion_interval,

@@ -6,8 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from amp_pipeline.components.data.ingest import prepare, write_if_changed
+from amp_pipeline.components.data.ingest import prepare
 from amp_pipeline.components.data.inspection import CsvOptions
+from amp_pipeline.components.data.record_inputs import write_if_changed
 from amp_pipeline.core.errors import InputError
 
 

@@ -76,8 +76,8 @@ def test_numbers_and_ids_together_get_ridge_then_offsets_on_its_residuals():
 
 def test_min_gain_over_baseline_is_a_rule_only_when_asked_and_the_estimate_decides():
     from amp_pipeline.components.gate import regression
+    from amp_pipeline.components.gate.error_stats import ErrorPairs
     from amp_pipeline.components.gate.rules import GateConfig
-    from amp_pipeline.components.gate.stats import ErrorPairs
 
     rng = np.random.default_rng(0)
     reference = np.abs(rng.normal(0, 1.0, (1, 2000)))

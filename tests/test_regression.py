@@ -6,13 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from amp_pipeline.components.gate import regression
-from amp_pipeline.components.gate import stats as gate_stats
+from amp_pipeline.components.gate import error_stats, regression
 from amp_pipeline.components.gate.rules import GateConfig, Measurements
 
 
-def pairs_with(diff: np.ndarray, reference: np.ndarray) -> gate_stats.ErrorPairs:
-    return gate_stats.ErrorPairs.from_errors(reference + diff, reference)
+def pairs_with(diff: np.ndarray, reference: np.ndarray) -> error_stats.ErrorPairs:
+    return error_stats.ErrorPairs.from_errors(reference + diff, reference)
 
 
 @pytest.mark.parametrize("n", [60, 400])
@@ -24,7 +23,7 @@ def test_the_error_interval_covers_the_true_difference_95_times_in_100(n):
     for _ in range(trials):
         reference = rng.exponential(1.0, n)
         diff = true_diff + 0.4 * (rng.exponential(1.0, n) - 1.0)
-        lo, hi = gate_stats.error_interval(pairs_with(diff, reference))
+        lo, hi = error_stats.error_interval(pairs_with(diff, reference))
         covered += lo <= true_diff <= hi
     assert covered / trials >= 0.93, covered / trials
 
@@ -50,8 +49,8 @@ def upper_miss_rates(kind: str, n: int, trials: int = 300) -> tuple[float, float
     for _ in range(trials):
         d, mean = skewed(kind, n, rng)
         p = pairs_with(d, np.full(n, 5.0))
-        ours += gate_stats.error_interval(p, resamples=499)[1] < mean
-        student += gate_stats.student_t_interval(p)[1] < mean
+        ours += error_stats.error_interval(p, resamples=499)[1] < mean
+        student += error_stats.student_t_interval(p)[1] < mean
     return ours / trials, student / trials
 
 
@@ -76,7 +75,7 @@ def test_seeds_average_per_example_and_never_multiply_n():
     rng = np.random.default_rng(0)
     reference = rng.exponential(1.0, (3, 200))
     candidate = reference + rng.normal(0.0, 0.1, (3, 200))
-    p = gate_stats.ErrorPairs.from_errors(candidate, reference)
+    p = error_stats.ErrorPairs.from_errors(candidate, reference)
     assert p.n == 200 and p.seeds == 3
     per_example = (candidate - reference).mean(axis=0)
     assert p.diff_mean == pytest.approx(per_example.mean())
@@ -86,19 +85,19 @@ def test_seeds_average_per_example_and_never_multiply_n():
 def test_error_parity_fails_closed_on_its_estimate_and_says_when_unproven():
     # 3% worse against a 2% tolerance (MAE 10.3 vs 10.0), with an interval wide enough to
     # reach below it: rejected on the estimate.
-    worse = gate_stats.ErrorPairs(n=50, seeds=1, reference_mae=10.0, diff_mean=0.3, diff_sd=3.0)
-    outcome = gate_stats.error_parity(worse, 0.02)
+    worse = error_stats.ErrorPairs(n=50, seeds=1, reference_mae=10.0, diff_mean=0.3, diff_sd=3.0)
+    outcome = error_stats.error_parity(worse, 0.02)
     assert outcome["interval"][0] < 0.02 < outcome["estimate"]
     assert outcome["outcome"] == "fail" and "beyond the 2.00% tolerance" in outcome["reason"]
     # 1% worse, the interval reaching past 2%: not proven, promoted unless strict.
-    close = gate_stats.ErrorPairs(n=50, seeds=1, reference_mae=10.0, diff_mean=0.1, diff_sd=3.0)
-    assert gate_stats.error_parity(close, 0.02)["outcome"] == "unproven"
-    assert gate_stats.error_parity(close, 0.02, strict=True)["outcome"] == "fail"
+    close = error_stats.ErrorPairs(n=50, seeds=1, reference_mae=10.0, diff_mean=0.1, diff_sd=3.0)
+    assert error_stats.error_parity(close, 0.02)["outcome"] == "unproven"
+    assert error_stats.error_parity(close, 0.02, strict=True)["outcome"] == "fail"
     reference = np.full(50, 10.0)
     rng = np.random.default_rng(1)
     # Better on every example: passes, and the interval is reported as shares of the MAE.
     better = pairs_with(np.full(50, -0.5) + rng.normal(0, 0.01, 50), reference)
-    passed = gate_stats.error_parity(better, 0.02)
+    passed = error_stats.error_parity(better, 0.02)
     assert passed["outcome"] == "pass"
     assert passed["interval"][0] < passed["estimate"] < passed["interval"][1] < 0
 
@@ -110,8 +109,8 @@ def speed_only(policy: str = "float32") -> Measurements:
 def test_a_model_no_better_than_the_mean_is_rejected_however_close_its_twin():
     labels = np.linspace(0, 10, 100)
     mean_error = np.abs(labels - labels.mean())
-    same_as_mean = gate_stats.ErrorPairs.from_errors(mean_error, mean_error)
-    twins = gate_stats.ErrorPairs.from_errors(mean_error, mean_error)
+    same_as_mean = error_stats.ErrorPairs.from_errors(mean_error, mean_error)
+    twins = error_stats.ErrorPairs.from_errors(mean_error, mean_error)
     decision = regression.decide(
         twins, same_as_mean, float(labels.mean()), None, speed_only(), GateConfig()
     )

@@ -2,9 +2,9 @@
 
 import pytest
 
-from amp_pipeline.components.gate import speed_record
-from amp_pipeline.components.gate.side_by_side import float32_reason
-from amp_pipeline.components.gate.stats import median_and_spread
+from amp_pipeline.components.amp.perf import median_and_spread
+from amp_pipeline.components.speed import record as speed_record
+from amp_pipeline.components.speed.side_by_side import float32_reason
 
 FP32 = {
     "policy": "float32",
@@ -88,7 +88,8 @@ def test_no_side_by_side_rounds_leave_the_gate_the_recipe_ratio(tmp_path):
     gate's speed rule judges the trainers' own throughputs."""
     import json
 
-    from amp_pipeline.components.gate import rules, side_by_side
+    from amp_pipeline.components.gate import rules
+    from amp_pipeline.components.speed import side_by_side
 
     fp32, amp = FP32, {**AMP, "examples_per_sec": 1500.0}
     for name, figures in (("fp32", fp32), ("amp", amp)):

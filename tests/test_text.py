@@ -188,7 +188,7 @@ def test_attention_through_call_masks_padded_keys_and_a_text_of_only_padding():
     padding attends to nothing (the output projection's bias alone)."""
     import keras
 
-    from amp_pipeline.components.models.builtin import Float32SoftmaxAttention
+    from amp_pipeline.components.models.layers import Float32SoftmaxAttention
 
     keras.utils.set_random_seed(0)
     layer = Float32SoftmaxAttention(2, 4, dtype="mixed_bfloat16")

@@ -74,7 +74,7 @@ class RacingRegistry:
 def test_a_champion_alias_set_concurrently_is_set_again_and_other_errors_stand(monkeypatch):
     from mlflow.exceptions import MlflowException
 
-    from amp_pipeline.pipeline import tracking
+    from amp_pipeline.pipeline.tracking import tracker as tracking
 
     monkeypatch.setattr(tracking.time, "sleep", lambda s: None)
     registry = RacingRegistry(collisions=2)

@@ -2,8 +2,8 @@
 
 import pytest
 
+from amp_pipeline.components.gate import decision_md, twins
 from amp_pipeline.components.gate import rules as gate_rules
-from amp_pipeline.components.gate import twins
 from amp_pipeline.components.gate.stats import Paired
 
 CFG = gate_rules.GateConfig()
@@ -98,7 +98,7 @@ def test_a_float32_twin_no_better_than_the_majority_class_does_not_ship():
 
 def test_decision_md_shows_both_twins_side_by_side():
     decision = judge(measurements(SLOW, 1800, 1800))
-    md = gate_rules.to_markdown(decision)
+    md = decision_md.to_markdown(decision)
     assert md.startswith("# Promotion gate: PROMOTED float32 twin: AMP not faster here")
     assert "| rule | AMP twin | float32 twin |" in md
     assert "| accuracy_parity | pass" in md and "n/a (the reference) |" in md

@@ -14,18 +14,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from amp_pipeline.benchmarks.records import (  # noqa: F401 (machine: the bench's record)
-    ROOT,
-    machine,
-)
+from amp_pipeline.benchmarks.records import machine  # noqa: F401 (cli.py reads bench.machine)
 from amp_pipeline.benchmarks.speed.configs import BenchConfig
 from amp_pipeline.components.amp.perf import median
+from amp_pipeline.core.child_process import PROJECT_ROOT
 
 logger = logging.getLogger(__name__)
 
 
 def worker_env() -> dict:
-    root = str(ROOT)
+    root = str(PROJECT_ROOT)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     env.pop("TF_CONFIG", None)

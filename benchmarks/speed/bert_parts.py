@@ -27,27 +27,27 @@ def _parts(size: str, seq_len: int, vocab: int):
     """(name, layer-building function, input maker, times per model) of each part."""
     import keras
 
-    from amp_pipeline.components.models import builtin
+    from amp_pipeline.components.models import builtin, layers
 
     depth, width, heads = builtin.BERT_SIZES[size]
 
     def embeddings():
         ids = keras.Input((seq_len,), dtype="int32")
         x = keras.layers.Embedding(vocab, width)(ids)
-        x = builtin.PositionEmbedding()(x)
-        return keras.Model(ids, builtin.Float32LayerNorm(epsilon=1e-12)(x))
+        x = layers.PositionEmbedding()(x)
+        return keras.Model(ids, layers.Float32LayerNorm(epsilon=1e-12)(x))
 
     def attention():
         x = keras.Input((seq_len, width))
         mask = keras.Input((seq_len, seq_len), dtype="bool")
-        a = builtin.Float32SoftmaxAttention(heads, width // heads)(x, x, attention_mask=mask)
-        return keras.Model([x, mask], builtin.Float32LayerNorm(epsilon=1e-12)(x + a))
+        a = layers.Float32SoftmaxAttention(heads, width // heads)(x, x, attention_mask=mask)
+        return keras.Model([x, mask], layers.Float32LayerNorm(epsilon=1e-12)(x + a))
 
     def feed_forward():
         x = keras.Input((seq_len, width))
         f = keras.layers.Dense(4 * width, activation="gelu")(x)
         f = keras.layers.Dense(width)(f)
-        return keras.Model(x, builtin.Float32LayerNorm(epsilon=1e-12)(x + f))
+        return keras.Model(x, layers.Float32LayerNorm(epsilon=1e-12)(x + f))
 
     return (
         ("embeddings", embeddings, "ids", 1),

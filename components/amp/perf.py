@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import resource
 import time
 from pathlib import Path
@@ -131,3 +132,19 @@ class PeakMemory:
         if peak is None:
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kB on Linux
         return max(peak - self._rss_start, 0) / 2**20
+
+
+def median_and_spread(values: list[float]) -> dict:
+    """Median, quartiles, min and max of repeated measurements."""
+    a = np.asarray([v for v in values if v is not None and math.isfinite(v)], float)
+    if a.size == 0:
+        return {"median": None, "q1": None, "q3": None, "min": None, "max": None, "n": 0}
+    q1, med, q3 = np.quantile(a, [0.25, 0.5, 0.75])
+    return {
+        "median": float(med),
+        "q1": float(q1),
+        "q3": float(q3),
+        "min": float(a.min()),
+        "max": float(a.max()),
+        "n": int(a.size),
+    }

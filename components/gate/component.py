@@ -14,14 +14,15 @@ from tfx import v1 as tfx
 from tfx.types.artifact import Artifact
 
 from amp_pipeline.components.export import text_parity
-from amp_pipeline.components.gate import class_metrics, speed_record, twins
+from amp_pipeline.components.gate import class_metrics, decision_md, twins
 from amp_pipeline.components.gate import evidence as gate_evidence
 from amp_pipeline.components.gate import regression as gate_regression
 from amp_pipeline.components.gate import rules as gate_rules
 from amp_pipeline.components.gate.evaluator import sample_record
 from amp_pipeline.components.gate.majority import majority
 from amp_pipeline.components.gate.production_evaluator import has_evaluation
-from amp_pipeline.components.gate.side_by_side import SpeedComparison
+from amp_pipeline.components.speed import record as speed_record
+from amp_pipeline.components.speed.side_by_side import SpeedComparison
 from amp_pipeline.core import names
 from amp_pipeline.serving import infra_validator as infra_validation
 
@@ -301,7 +302,7 @@ def write_decision(decision: Artifact, result: dict) -> None:
     with open(os.path.join(decision.uri, names.DECISION_JSON), "w") as f:
         json.dump(result, f, indent=2)
     with open(os.path.join(decision.uri, names.DECISION_MD), "w") as f:
-        f.write(gate_rules.to_markdown(result))
+        f.write(decision_md.to_markdown(result))
     decision.set_string_custom_property("decision", result["decision"])
 
 

@@ -19,7 +19,9 @@ import os
 
 import numpy as np
 
-from amp_pipeline.components.gate.stats import ErrorPairs, Paired, median_and_spread, trimmed
+from amp_pipeline.components.amp.perf import median_and_spread
+from amp_pipeline.components.gate.error_stats import ErrorPairs
+from amp_pipeline.components.gate.stats import Paired, trimmed
 from amp_pipeline.core import names
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from amp_pipeline.components.gate import stats as gate_stats
+from amp_pipeline.components.gate import error_stats
 from amp_pipeline.components.gate.rules import (
     GateConfig,
     Measurements,
@@ -28,17 +28,17 @@ from amp_pipeline.components.gate.rules import (
 )
 
 
-def error_parity(pairs: gate_stats.ErrorPairs, cfg: GateConfig) -> Rule:
-    evidence = gate_stats.error_parity(pairs, cfg.error_tolerance, cfg.strict, "AMP")
+def error_parity(pairs: error_stats.ErrorPairs, cfg: GateConfig) -> Rule:
+    evidence = error_stats.error_parity(pairs, cfg.error_tolerance, cfg.strict, "AMP")
     return from_evidence("error_parity", evidence, cfg.error_tolerance)
 
 
-def beats_mean(pairs: gate_stats.ErrorPairs | None, mean: float, candidate: str = "AMP") -> Rule:
+def beats_mean(pairs: error_stats.ErrorPairs | None, mean: float, candidate: str = "AMP") -> Rule:
     """The point estimate decides (the candidate's MAE strictly below the baseline's); the
     interval is reported."""
     if pairs is None or pairs.n == 0:
         return Rule("beats_mean", None, 0.0, False, "no eval predictions to compare")
-    lo, hi = gate_stats.error_interval(pairs)
+    lo, hi = error_stats.error_interval(pairs)
     scale = pairs.reference_mae if pairs.reference_mae > 0 else math.nan
     passed = math.isfinite(pairs.diff_mean) and pairs.diff_mean < 0
     return Rule(
@@ -57,7 +57,7 @@ def beats_mean(pairs: gate_stats.ErrorPairs | None, mean: float, candidate: str 
 
 
 def beats_reference(
-    pairs: gate_stats.ErrorPairs | None, cfg: GateConfig, candidate: str = "AMP"
+    pairs: error_stats.ErrorPairs | None, cfg: GateConfig, candidate: str = "AMP"
 ) -> tuple[Rule, ...]:
     """With `--min-gain-over-baseline G`: the candidate's MAE at least G below the reference
     baseline's (the point estimate decides, as beats_mean; the interval is reported). Without
@@ -67,7 +67,7 @@ def beats_reference(
         return ()
     if pairs is None or pairs.n == 0:
         return (Rule("beats_reference", None, -gain, False, "no reference baseline to compare"),)
-    lo, hi = gate_stats.error_interval(pairs)
+    lo, hi = error_stats.error_interval(pairs)
     scale = pairs.reference_mae if pairs.reference_mae > 0 else math.nan
     passed = math.isfinite(pairs.relative) and pairs.relative <= -gain
     return (
@@ -89,7 +89,7 @@ def beats_reference(
 
 
 def production_regression(
-    pairs: gate_stats.ErrorPairs | None, cfg: GateConfig, candidate: str = "AMP"
+    pairs: error_stats.ErrorPairs | None, cfg: GateConfig, candidate: str = "AMP"
 ) -> Rule:
     if pairs is None:
         return Rule(
@@ -100,7 +100,7 @@ def production_regression(
             "no model in production yet (first push): nothing to regress against",
             skipped=True,
         )
-    evidence = gate_stats.error_parity(
+    evidence = error_stats.error_parity(
         pairs, cfg.error_tolerance, cfg.strict, f"{candidate} vs production"
     )
     return from_evidence("production_regression", evidence, cfg.error_tolerance)
@@ -121,14 +121,14 @@ def tflite_rules(report: dict, strict: bool = False) -> tuple[Rule, ...]:
         if not r["converted"]:
             rules.append(Rule(name, None, tolerance, False, f"conversion failed: {r['error']}"))
             continue
-        pairs = gate_stats.ErrorPairs(
+        pairs = error_stats.ErrorPairs(
             n=r["n"],
             seeds=1,
             reference_mae=r["reference_mae"],
             diff_mean=r["error_diff_mean"],
             diff_sd=r["error_diff_sd"],
         )
-        evidence = gate_stats.error_parity(pairs, tolerance, strict, f"{variant} TFLite")
+        evidence = error_stats.error_parity(pairs, tolerance, strict, f"{variant} TFLite")
         evidence["reason"] += (
             f"; predictions differ from the SavedModel's by at most {r['max_abs_diff']:.4g} "
             f"({r['max_rel_diff']:.2%})"
@@ -138,14 +138,14 @@ def tflite_rules(report: dict, strict: bool = False) -> tuple[Rule, ...]:
 
 
 def decide(
-    parity: gate_stats.ErrorPairs,
-    baseline: gate_stats.ErrorPairs | None,
+    parity: error_stats.ErrorPairs,
+    baseline: error_stats.ErrorPairs | None,
     label_mean: float,
-    production: gate_stats.ErrorPairs | None,
+    production: error_stats.ErrorPairs | None,
     speed: Measurements,
     cfg: GateConfig,
     extra: tuple[Rule, ...] = (),
-    reference: gate_stats.ErrorPairs | None = None,
+    reference: error_stats.ErrorPairs | None = None,
 ) -> dict:
     """Every rule's outcome and the decision: promoted only if every rule passed. `speed` is
     read by min_speedup only (throughputs, policy, side-by-side result)."""
@@ -162,12 +162,12 @@ def decide(
 
 
 def decide_float32(
-    baseline: gate_stats.ErrorPairs | None,
+    baseline: error_stats.ErrorPairs | None,
     label_mean: float,
-    production: gate_stats.ErrorPairs | None,
+    production: error_stats.ErrorPairs | None,
     cfg: GateConfig,
     extra: tuple[Rule, ...] = (),
-    reference: gate_stats.ErrorPairs | None = None,
+    reference: error_stats.ErrorPairs | None = None,
 ) -> dict:
     """The float32 twin's own decision on the rules that do not compare the twins: it beats
     the mean, it is no worse than production, and its `extra` (serving, tokenizer, TFLite)."""

@@ -12,10 +12,18 @@ from amp_pipeline.components.gate import stats as gate_stats
 
 # Regression: the AMP model's mean absolute error may be at most 2% above float32's (and a new
 # model's at most 2% above production's). The one place this default is written.
+
+
+# Regression: the AMP model's mean absolute error may be at most 2% above float32's (and a new
+# model's at most 2% above production's). The one place this default is written.
 ERROR_TOLERANCE = 0.02
+
+
 # The rare class (components/gate/class_metrics.py): the largest drop of a class's recall (and of
 # the macro-averaged recall), and of ROC and PR AUC, that still promotes.
 RECALL_TOLERANCE = 0.05
+
+
 AUC_TOLERANCE = 0.01
 
 
@@ -162,7 +170,7 @@ class Measurements:
     majority_class: str = ""
     parity: object = None  # gate_stats.Paired: AMP vs float32 on the eval split (seeds pooled)
     production_pairs: object = None  # gate_stats.Paired: AMP vs production, same examples
-    speed: dict | None = None  # components/gate/speed.py's result
+    speed: dict | None = None  # components/speed/measurement.py's result
     candidate: str = "AMP"
     production_classes: dict | None = None  # evidence.production_pairs' class change record
 
@@ -351,6 +359,8 @@ def side_by_side_speedup(speed: dict, cfg: GateConfig) -> Rule:
 
 
 RULES = (accuracy_parity, min_accuracy, beats_majority, production_regression, min_speedup)
+
+
 # The float32 twin is the reference the twin rules compare against: it is judged on the rest.
 FLOAT32_RULES = (min_accuracy, beats_majority, production_regression)
 
@@ -482,112 +492,3 @@ HOW_IT_DECIDES = (
     "rejected with `--parity strict`. The speed rule compares the median ratio with "
     "`--min-speedup`."
 )
-
-
-def _fmt(v) -> str:
-    return "n/a" if v is None else f"{v:.4f}"
-
-
-def _interval(r: dict) -> str:
-    iv = r.get("interval")
-    return "n/a" if not iv else f"[{iv[0]:+.4f}, {iv[1]:+.4f}]"
-
-
-def _outcome(r: dict) -> str:
-    return r.get("outcome") or ("skipped" if r["skipped"] else ("pass" if r["passed"] else "fail"))
-
-
-def rules_table(rules: list[dict]) -> list[str]:
-    """Every rule with its estimate, 95% interval, n, threshold, test, outcome and reason."""
-    lines = [
-        "| rule | estimate | 95% interval | n | threshold | test | outcome | reason |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rules:
-        shown = {
-            "skipped": "skipped (pass)",
-            "fail": "**FAIL**",
-            "unproven": "not proven (does not reject)",
-        }.get(_outcome(r), _outcome(r))
-        lines.append(
-            f"| {r['name']} | {_fmt(r['value'])} | {_interval(r)} | {r.get('n') or 'n/a'} | "
-            f"{_fmt(r['threshold'])} | {r.get('test', '')} | {shown} | {r['detail']} |"
-        )
-    return lines
-
-
-def twins_table(decision: dict) -> list[str]:
-    """Both twins' rules side by side: outcome, estimate and interval per twin (the twin rules,
-    which measure AMP against the float32 twin, are n/a for the float32 twin)."""
-    both = decision.get("twins")
-    if not both:
-        return []
-    amp = {r["name"]: r for r in both["amp"]["rules"]}
-    fp32 = {r["name"]: r for r in both["float32"]["rules"]}
-
-    def cell(r: dict | None) -> str:
-        if r is None:
-            return "n/a (the reference)"
-        parts = [_outcome(r)]
-        parts += [_fmt(r["value"])] if r["value"] is not None else []
-        parts += [_interval(r)] if r.get("interval") else []
-        return " ".join(parts)
-
-    names = list(amp) + [n for n in fp32 if n not in amp]
-    policy = decision.get("shipped_policy") if decision.get("shipped_precision") == "amp" else ""
-    lines = [
-        f"| rule | AMP twin{f' ({policy})' if policy else ''} | float32 twin |",
-        "|---|---|---|",
-    ]
-    lines += [f"| {n} | {cell(amp.get(n))} | {cell(fp32.get(n))} |" for n in names]
-    verdict = {True: "passes", False: "fails"}
-    lines += [
-        f"| **decision** | {verdict[both['amp']['passed']]} | "
-        f"{verdict[both['float32']['passed']]} |",
-    ]
-    return lines
-
-
-def to_markdown(decision: dict) -> str:
-    """decision.md: which twin shipped and why, both twins' rules side by side, then every rule
-    of each twin with its estimate, 95% interval, n, test, outcome and reason."""
-    from amp_pipeline.components.gate.twins import headline
-
-    lines = [f"# Promotion gate: {headline(decision)}", ""]
-    both = decision.get("twins")
-    if both:
-        lines += [
-            f"Shipped: **{decision['shipped_precision']}**. {decision.get('why', '')}.",
-            "",
-            "## Both twins",
-            "",
-            *twins_table(decision),
-            "",
-            "## AMP twin",
-            "",
-            *rules_table(both["amp"]["rules"]),
-            "",
-            "## float32 twin (judged without the twin rules: it is their reference)",
-            "",
-            *rules_table(both["float32"]["rules"]),
-        ]
-    else:
-        lines += rules_table(decision["rules"])
-    unproven = [r["name"] for r in decision["rules"] if r.get("outcome") == "unproven"]
-    lines += ["", HOW_IT_DECIDES]
-    if unproven:
-        lines += [
-            "",
-            f"Not proven: {', '.join(unproven)}. The estimate is within the threshold but the "
-            "95% interval reaches past it; promoted by default, rejected with `--parity strict`.",
-        ]
-    if decision["failed"]:
-        lines += ["", f"Rejected by: {', '.join(decision['failed'])}."]
-    record = decision.get("speed_record")
-    if record:
-        from amp_pipeline.components.gate.speed_record import lines as speed_lines
-
-        uses = record["gate_uses"]
-        lines += ["", f"## Speed and memory (the gate's min_speedup uses the {uses} ratio)", ""]
-        lines += [f"- {line}" for line in speed_lines(record)]
-    return "\n".join(lines) + "\n"

@@ -4,7 +4,7 @@ reads is pipeline/summary.py's)."""
 
 from __future__ import annotations
 
-from amp_pipeline.components.gate import speed_record
+from amp_pipeline.components.speed import record as speed_record
 from amp_pipeline.core.fmt import number
 from amp_pipeline.pipeline.report import parity_sample, reference_figures
 

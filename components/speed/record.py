@@ -1,7 +1,7 @@
 """One speed record, attributed: what AMP bought, as two ratios that never get mixed up.
 
 - *precision ratio*: float32 and the AMP policy at the same batch, XLA setting and threads
-  (the AMP trainer's), timed side by side in alternating rounds (components/gate/speed.py).
+  (the AMP trainer's), timed side by side in alternating rounds (components/speed/measurement.py).
   Only the precision differs. The gate's `min_speedup` rule uses it.
 - *recipe ratio*: the AMP recipe as its trainer ran it (policy, XLA, batch, threads: autotune
   may change all four) against the float32 baseline as the user configured it, from the two

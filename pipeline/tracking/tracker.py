@@ -69,7 +69,7 @@ def speed_tags(record: dict | None) -> dict:
     """What each speed figure was measured at: batch, XLA and threads, and which the gate used."""
     if not record:
         return {}
-    from amp_pipeline.components.gate.speed_record import label
+    from amp_pipeline.components.speed.record import label
 
     p = record["precision"]
     at = p.get("at")
@@ -357,7 +357,7 @@ class RunTracker:
         """Logs the served SavedModel as a pyfunc model and registers a version of it."""
         import mlflow
 
-        from amp_pipeline.pipeline.pyfunc_model import ServingModel
+        from amp_pipeline.pipeline.tracking.pyfunc_model import ServingModel
 
         with mlflow.start_run(run_id=self.run_id):
             info = mlflow.pyfunc.log_model(

@@ -1,5 +1,5 @@
 """SideBySide: after both twins trained, the AMP speedup measured side by side in one process
-(components/gate/speed.py), for the gate's `min_speedup` rule."""
+(components/speed/measurement.py), for the gate's `min_speedup` rule."""
 
 import json
 import logging
@@ -61,7 +61,7 @@ def compare(fp32_run_dir: str, amp_run_dir: str, out_dir: str, rounds: int) -> d
         out_json = os.path.join(out_dir, names.SPEED_JSON)
         args = [os.path.join(fp32_run_dir, names.TRAIN_SPEC_JSON), amp_json, out_json, rounds]
         log = os.path.join(out_dir, "side_by_side.log")
-        proc = run_module("amp_pipeline.components.gate.speed", args, log)
+        proc = run_module("amp_pipeline.components.speed.measurement", args, log)
         if proc.returncode != 0:
             raise RuntimeError(
                 f"the side-by-side speed measurement failed (exit {proc.returncode}; log: "

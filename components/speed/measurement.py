@@ -13,9 +13,9 @@ threads (the recipe it ran, read from its train_spec.json and figures.json), so 
 the only difference. The *recipe ratio* (the AMP recipe as trained vs the float32 baseline as
 trained) comes from the trainers' own figures (pipeline/summary.py).
 
-`python -m amp_pipeline.components.gate.speed FP32_SPEC AMP_SPEC OUT_JSON [ROUNDS]` runs it in a
-fresh process (the specs are the trainers' own train_spec.json; the AMP one carries the XLA setting
-the AMP trainer actually used).
+`python -m amp_pipeline.components.speed.measurement FP32_SPEC AMP_SPEC OUT_JSON [ROUNDS]` runs it
+in a fresh process (the specs are the trainers' own train_spec.json; the AMP one carries the XLA
+setting the AMP trainer actually used).
 """
 
 from __future__ import annotations
@@ -38,8 +38,7 @@ def measure(fp32_spec, amp_spec, rounds: int = ROUNDS) -> dict:
     import tensorflow as tf
 
     from amp_pipeline.components.amp import fp32_math
-    from amp_pipeline.components.amp.perf import median, timed_steps
-    from amp_pipeline.components.gate.stats import median_and_spread
+    from amp_pipeline.components.amp.perf import median, median_and_spread, timed_steps
     from amp_pipeline.components.training.datasets import host_batches
     from amp_pipeline.components.training.model_building import build_fresh, compile_model
 

@@ -1,0 +1,43 @@
+"""The project as a user installs it: `pip wheel .`, then that wheel in a fresh virtualenv beside
+the locked dependencies (this environment's site-packages, added as a path: its .pth files, the
+editable install's among them, are not run)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+from tests.conftest import ROOT, clean_env
+
+
+def build_wheel(out: Path) -> Path:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
+         "--quiet", "-w", str(out)],
+        check=True, capture_output=True, text=True, env=clean_env(),
+    )  # fmt: skip
+    (wheel,) = out.glob("amp_pipeline-*.whl")
+    return wheel
+
+
+def top_level_names(wheel: Path) -> set[str]:
+    with zipfile.ZipFile(wheel) as z:
+        return {name.split("/")[0] for name in z.namelist()}
+
+
+def fresh_venv(wheel: Path, folder: Path) -> Path:
+    """A virtualenv at `folder` with `wheel` installed; returns its bin/ folder."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    purelib = Path(
+        sysconfig.get_paths(vars={"base": str(folder), "platbase": str(folder)})["purelib"]
+    )
+    (purelib / "locked_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(folder / "bin" / "python"), "install",
+         "--no-deps", "--no-index", "--quiet", str(wheel)],
+        check=True, capture_output=True, text=True, env=clean_env(),
+    )  # fmt: skip
+    return folder / "bin"
