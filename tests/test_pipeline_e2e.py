@@ -1,12 +1,15 @@
-"""The whole pipeline under LocalDagRunner on real data, as `amp-pipeline run` runs it."""
+"""The whole pipeline under LocalDagRunner on real data, as `amp-pipeline run` runs it. The first
+run is the installed wheel's: `pip wheel .` into a fresh virtualenv, its `amp-pipeline` command
+started outside the checkout; the reruns are the checkout's, on the same output folder."""
 
 import json
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import clean_env, run_cli
 from tests.helpers import (
     CHEAP,
     LOOSE_GATE,
@@ -16,6 +19,7 @@ from tests.helpers import (
     pushed_versions,
 )
 from tests.test_cli import tree_digest
+from tests.wheel_env import build_wheel, fresh_venv, site_packages
 
 pytestmark = pytest.mark.e2e
 STEPS = "150"
@@ -23,9 +27,29 @@ STEPS = "150"
 
 @pytest.fixture(scope="module")
 def digits_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("digits") / "out"
-    result = run_cli("run", "--output", str(out), "--train-steps", STEPS, *LOOSE_GATE)
+    root = tmp_path_factory.mktemp("digits")
+    bin_dir = fresh_venv(build_wheel(root / "wheel"), root / "venv")
+    out = root / "out"
+    # Bytecode written, so that the venv's .pyc files show which modules the run imported.
+    env = {k: v for k, v in clean_env().items() if k != "PYTHONDONTWRITEBYTECODE"}
+    result = subprocess.run(
+        [str(bin_dir / "amp-pipeline"), "run", "--output", str(out), "--train-steps", STEPS,
+         *LOOSE_GATE],
+        cwd=root, capture_output=True, text=True, timeout=600, check=False, env=env,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
     return out, result
+
+
+def test_the_run_came_from_the_installed_wheel(digits_run):
+    """The trainers' child processes imported the wheel's code: the venv's uncompiled modules
+    got their .pyc files from the run (job.py is imported only in a trainer's process)."""
+    out, result = digits_run
+    assert result.returncode == 0, result.stdout + result.stderr
+    installed = site_packages(out.parent / "venv") / "amp_pipeline"
+    for module in ("components/training/job", "components/gate/component", "pipeline/cli/commands"):
+        folder, name = (installed / module).parent, Path(module).name
+        assert list(folder.glob(f"__pycache__/{name}.cpython-*.pyc")), module
 
 
 def test_digits_run_promotes_and_the_pushed_model_reads_digits(digits_run):

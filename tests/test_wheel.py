@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import tomllib
+import tomli as tomllib  # Python 3.10: tomllib arrived in 3.11; tomli is in the lock file
 
 from tests.conftest import ROOT, clean_env
 from tests.wheel_env import build_wheel, fresh_venv, top_level_names

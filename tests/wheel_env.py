@@ -28,16 +28,21 @@ def top_level_names(wheel: Path) -> set[str]:
         return {name.split("/")[0] for name in z.namelist()}
 
 
+def site_packages(folder: Path) -> Path:
+    """The purelib folder of the virtualenv at `folder`."""
+    paths = sysconfig.get_paths(vars={"base": str(folder), "platbase": str(folder)})
+    return Path(paths["purelib"])
+
+
 def fresh_venv(wheel: Path, folder: Path) -> Path:
-    """A virtualenv at `folder` with `wheel` installed; returns its bin/ folder."""
+    """A virtualenv at `folder` with `wheel` installed, uncompiled (a module's .pyc then shows
+    that something imported it from there); returns its bin/ folder."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
-    purelib = Path(
-        sysconfig.get_paths(vars={"base": str(folder), "platbase": str(folder)})["purelib"]
-    )
+    purelib = site_packages(folder)
     (purelib / "locked_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(folder / "bin" / "python"), "install",
-         "--no-deps", "--no-index", "--quiet", str(wheel)],
+         "--no-deps", "--no-index", "--no-compile", "--quiet", str(wheel)],
         check=True, capture_output=True, text=True, env=clean_env(),
     )  # fmt: skip
     return folder / "bin"

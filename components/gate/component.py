@@ -297,6 +297,41 @@ def edge_rules(
     ), tokenizer
 
 
+def pipeline_outputs(result: dict) -> dict:
+    """The decision as values a pipeline can branch on (a KFP v2 `dsl.Condition`, a TFX
+    `Cond`): set as custom properties of the blessing and of the decision artifact.
+
+    - `promoted`: 1 when a twin passed and ships (or already is production), else 0;
+    - `precision_ratio`: AMP/float32 examples per second, side by side at the AMP recipe where
+      measured (else the two trainers' own runs): what the speed rule read;
+    - `accuracy_change`: AMP minus float32 eval accuracy (classification);
+    - `error_change`: AMP's MAE over float32's, minus 1 (regression).
+    A value that was not measured is left out, so that a condition on it fails loudly rather
+    than reading a default."""
+    record = result.get("speed_record") or {}
+    ratio = (record.get(record.get("gate_uses", "precision")) or {}).get("ratio")
+    out: dict = {"promoted": int(bool(result["passed"]))}
+    if ratio is not None:
+        out["precision_ratio"] = float(ratio)
+    m = result.get("measurements") or {}
+    if m.get("amp_accuracy") is not None and m.get("fp32_accuracy") is not None:
+        out["accuracy_change"] = float(m["amp_accuracy"] - m["fp32_accuracy"])
+    maes = [
+        ((result.get("regression") or {}).get(twin) or {}).get("mae") for twin in ("amp", "fp32")
+    ]
+    if None not in maes and maes[1] > 0:
+        out["error_change"] = float(maes[0] / maes[1] - 1.0)
+    return out
+
+
+def set_outputs(artifact: Artifact, outputs: dict) -> None:
+    for key, value in outputs.items():
+        if isinstance(value, int):
+            artifact.set_int_custom_property(key, value)
+        else:
+            artifact.set_float_custom_property(key, value)
+
+
 def write_decision(decision: Artifact, result: dict) -> None:
     os.makedirs(decision.uri, exist_ok=True)
     with open(os.path.join(decision.uri, names.DECISION_JSON), "w") as f:
@@ -304,6 +339,7 @@ def write_decision(decision: Artifact, result: dict) -> None:
     with open(os.path.join(decision.uri, names.DECISION_MD), "w") as f:
         f.write(decision_md.to_markdown(result))
     decision.set_string_custom_property("decision", result["decision"])
+    set_outputs(decision, pipeline_outputs(result))
 
 
 def write_blessing(blessing: Artifact, result: dict, shipped: Artifact) -> None:
@@ -320,6 +356,7 @@ def write_blessing(blessing: Artifact, result: dict, shipped: Artifact) -> None:
     blessing.set_string_custom_property("shipped_precision", result["shipped_precision"])
     blessing.set_string_custom_property("current_model", shipped.uri)
     blessing.set_int_custom_property("current_model_id", shipped.id)
+    set_outputs(blessing, pipeline_outputs(result))
 
 
 @tfx.dsl.components.component
