@@ -86,6 +86,8 @@ __all__ = [
 ]
 
 LABEL_KINDS = ("int", "string", "float")
+# The AMP twin's options where none are given: the MLP on `x`, the recipe chosen on the node.
+DEFAULT_TWINS = TrainOptions(model="mlp", policy="auto")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,7 +145,7 @@ def trainer_twins(
     transformed_examples,
     transform_graph,
     task: Task,
-    options: TrainOptions = TrainOptions(model="mlp", policy="auto"),
+    options: TrainOptions | None = None,
     *,
     train_steps=None,
 ) -> Twins:
@@ -152,7 +154,8 @@ def trainer_twins(
     with loss scaling and XLA on an NVIDIA GPU, mixed_bfloat16 on a CPU with AVX-512 BF16 or
     AMX, else float32); the float32 twin trains the same model at float32 (strict matmuls on a
     GPU: `fp32_math`). `train_steps` (an int, or a runtime parameter) defaults to
-    `options.train_steps`."""
+    `options.train_steps`. None: DEFAULT_TWINS."""
+    options = DEFAULT_TWINS if options is None else options
     return amp_half.trainer_twins(
         transformed_examples,
         transform_graph,
@@ -162,13 +165,12 @@ def trainer_twins(
     )
 
 
-def judges(
-    examples, twins: Twins, task: Task, options: PromotionOptions = PromotionOptions()
-) -> Judges:
+def judges(examples, twins: Twins, task: Task, options: PromotionOptions | None = None) -> Judges:
     """The evaluations, infra validation, speed measurement and gate (ids Evaluator,
     ProductionModel, EvaluatorProduction, InfraValidator, SideBySide, PromotionGate), on
-    ExampleGen's raw `examples`; `judges(...).gate` is the PromotionGate."""
-    return amp_half.judges(examples, twins, task.data_spec(), options)
+    ExampleGen's raw `examples`; `judges(...).gate` is the PromotionGate. None: the gate's
+    defaults (PromotionOptions())."""
+    return amp_half.judges(examples, twins, task.data_spec(), options or PromotionOptions())
 
 
 def pusher(twins: Twins, gate, push_base: str):
