@@ -28,6 +28,7 @@ the Transform graph, so training and serving cannot skew.
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 
@@ -90,18 +91,40 @@ def standardized_label(label, spec: DataSpec) -> tf.Tensor:
 
 def label_scale(transform_output: str, spec: DataSpec) -> tuple[float, float]:
     """(mean, standard deviation) of a regression label over the train split, as Transform
-    standardised it: the graph maps y to (y - mean) / std, so two labels (0 and 1) give both."""
+    standardised it: the graph maps y to (y - mean) / std, so two labels give both.
+
+    Labels 0 and 1 give a rough pair; then, three times, two labels a standard deviation apart
+    at the pair's mean give z-scores nearer 0 and 1, read without cancellation. (Labels 0 and
+    1 alone lose float32's precision where the mean is many standard deviations from 0: labels
+    around 1,000,000 with a std of 935 came back with the mean 2.7% off, every served answer
+    with it; tests/test_tfx_api.py.)"""
     output = tft.TFTransformOutput(transform_output)
     feature = output.raw_feature_spec()[spec.label]
-    values = tf.constant([0, 1], feature.dtype)
-    if isinstance(feature, tf.io.VarLenFeature):
-        raw = tf.SparseTensor([[0, 0], [1, 0]], values, [2, 1])
-    else:
-        raw = tf.reshape(values, [2, *[d for d in feature.shape]])
-    z = output.transform_raw_features({spec.label: raw}, drop_unused_features=True)[LABEL_KEY]
-    z0, z1 = (float(v) for v in tf.reshape(z, [-1]).numpy())
-    std = 1.0 / (z1 - z0)
-    return -z0 * std, std
+
+    def z_scores(a: float, b: float) -> tuple[float, float]:
+        values = tf.constant([a, b], feature.dtype)
+        if isinstance(feature, tf.io.VarLenFeature):
+            raw = tf.SparseTensor([[0, 0], [1, 0]], values, [2, 1])
+        else:
+            raw = tf.reshape(values, [2, *[d for d in feature.shape]])
+        z = output.transform_raw_features({spec.label: raw}, drop_unused_features=True)
+        z0, z1 = (float(v) for v in tf.reshape(z[LABEL_KEY], [-1]).numpy())
+        return z0, z1
+
+    def solve(a: float, b: float) -> tuple[float, float]:
+        z0, z1 = z_scores(a, b)
+        std = (b - a) / (z1 - z0) if z1 != z0 else float("inf")
+        return a - z0 * std, std
+
+    for spread in (1.0, 1e3, 1e6, 1e9):  # a std so large that 0 and 1 read alike
+        mean, std = solve(0.0, spread)
+        if np.isfinite(std):
+            break
+    for _ in range(3):  # each pass probes nearer the mean: z-scores nearer 0 and 1
+        a = float(np.round(mean)) if feature.dtype.is_integer else mean
+        b = a + (max(1.0, float(np.round(std))) if feature.dtype.is_integer else std)
+        mean, std = solve(a, b)
+    return mean, std
 
 
 def _standardized_scalars(raws: list) -> tf.Tensor:
