@@ -25,8 +25,8 @@ what the command line has proven is what your pipeline runs::
   recorded, so answers come back in the label's units.
 
 **The model.** `TrainOptions.model` names a built-in architecture (`mlp` for a feature vector);
-`TrainOptions.model_module`, a `--model-module` file's `ModuleRef(...).to_dict()`, plugs in your
-own `build_model(spec)` (components/models/user_module.py states that contract).
+`TrainOptions(model_module=model_module("my_model.py"))` plugs in your own `build_model(spec)`
+(a `--model-module` file; components/models/user_module.py states that contract).
 
 **What each node reads and writes** (TFX channels):
 
@@ -60,7 +60,6 @@ from __future__ import annotations
 import dataclasses
 
 from amp_pipeline.components.gate.rules import GateConfig
-from amp_pipeline.components.models.user_module import ModuleRef
 from amp_pipeline.components.training.options import TrainOptions
 from amp_pipeline.core.data_spec import CLASSIFICATION, REGRESSION, DataSpec
 from amp_pipeline.core.names import FEATURES_KEY, LABEL_KEY
@@ -72,7 +71,6 @@ __all__ = [
     "LABEL_KEY",
     "GateConfig",
     "Judges",
-    "ModuleRef",
     "PromotionOptions",
     "Task",
     "TrainOptions",
@@ -80,6 +78,7 @@ __all__ = [
     "beam_args",
     "class_ids",
     "judges",
+    "model_module",
     "pusher",
     "standardized_label",
     "trainer_twins",
@@ -176,6 +175,16 @@ def judges(examples, twins: Twins, task: Task, options: PromotionOptions | None 
 def pusher(twins: Twins, gate, push_base: str):
     """The Pusher (id Pusher): the twin the gate blessed, to `push_base/<version>/`."""
     return amp_half.pusher(twins, gate, push_base)
+
+
+def model_module(module: str) -> dict:
+    """`TrainOptions.model_module` for your model module (a `.py` file or an import path, as
+    `--model-module` takes it): `TrainOptions(model_module=model_module("my_model.py"))`. Its
+    source's hash goes with it, so TFX's cache sees a changed module. Raises ModelModuleError,
+    naming the module, when it does not exist."""
+    from amp_pipeline.components.models import user_module
+
+    return user_module.resolve(module).to_dict()
 
 
 def class_ids(label, task: Task):

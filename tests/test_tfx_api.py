@@ -4,11 +4,14 @@ pipeline condition reads."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from amp_pipeline import tfx as amp
 from amp_pipeline.components.gate.component import pipeline_outputs
+from tests.conftest import ROOT
 
 
 @pytest.mark.parametrize(
@@ -129,6 +132,20 @@ def test_the_nodes_carry_the_task_and_the_options():
     assert judged.gate.exec_properties["label"] == "digit"
     assert judged.gate.exec_properties["model_name"] == "digits"
     assert push.inputs["model_blessing"] is judged.gate.outputs["blessing"]
+    # The AMP twin checks readiness and diagnoses; the float32 twin is the same model at float32.
+    amp_config = json.loads(twins.amp.exec_properties["custom_config"])
+    fp32_config = json.loads(twins.fp32.exec_properties["custom_config"])
+    assert amp_config["data_spec"]["classes"] == list("0123456789")
+    assert (amp_config["readiness"], fp32_config["policy"]) == (True, "float32")
+
+
+def test_a_model_module_plugs_in_by_path_and_a_missing_one_is_named(tmp_path):
+    from amp_pipeline.components.models.user_module import ModelModuleError
+
+    module = amp.model_module(str(ROOT / "examples" / "custom_layer.py"))
+    assert module["ref"].endswith("custom_layer.py") and len(module["sha256"]) == 64
+    with pytest.raises(ModelModuleError, match="no_such.py"):
+        amp.model_module(str(tmp_path / "no_such.py"))
 
 
 def _result(**changes) -> dict:

@@ -10,9 +10,7 @@ import pytest
 import tomli as tomllib  # Python 3.10: tomllib arrived in 3.11; tomli is in the lock file
 
 from tests.conftest import ROOT, clean_env
-from tests.wheel_env import build_wheel, fresh_venv, top_level_names
-
-MAPPED = ("core", "pipeline", "components", "serving", "kubeflow", "benchmarks", "user_models")
+from tests.wheel_env import PACKAGE_FOLDERS, build_wheel, fresh_venv, top_level_names
 
 
 def test_pyproject_lists_every_package_folder():
@@ -20,12 +18,12 @@ def test_pyproject_lists_every_package_folder():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     on_disk = {"amp_pipeline"} | {
         "amp_pipeline." + ".".join(init.parent.relative_to(ROOT).parts)
-        for top in MAPPED
+        for top in PACKAGE_FOLDERS
         for init in (ROOT / top).rglob("__init__.py")
     }
     assert set(config["packages"]) == on_disk
     assert config["package-dir"] == {"amp_pipeline": "amp_pipeline"} | {
-        f"amp_pipeline.{top}": top for top in MAPPED
+        f"amp_pipeline.{top}": top for top in PACKAGE_FOLDERS
     }
 
 

@@ -4,6 +4,7 @@ editable install's among them, are not run)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -12,10 +13,35 @@ from pathlib import Path
 
 from tests.conftest import ROOT, clean_env
 
+# The folders pyproject.toml maps under amp_pipeline.
+PACKAGE_FOLDERS = (
+    "core",
+    "pipeline",
+    "components",
+    "serving",
+    "kubeflow",
+    "benchmarks",
+    "user_models",
+)
+
+
+SOURCES = ("pyproject.toml", "amp_pipeline", *PACKAGE_FOLDERS)
+
 
 def build_wheel(out: Path) -> Path:
+    """`pip wheel .` on a copy of the sources: setuptools builds in the tree, and a build/ folder
+    left in the checkout would carry modules since moved or deleted into the next wheel."""
+    source = out / "source"
+    source.mkdir(parents=True)
+    for name in SOURCES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(
+                ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__")
+            )
+        else:
+            shutil.copy2(ROOT / name, source / name)
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
+        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation",
          "--quiet", "-w", str(out)],
         check=True, capture_output=True, text=True, env=clean_env(),
     )  # fmt: skip

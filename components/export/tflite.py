@@ -170,7 +170,7 @@ def regression_parity(
     absolute prediction difference, the largest relative one (to the reference's size, at
     least the label's standard deviation: a reference near 0 would make any difference
     infinite), and the paired absolute errors' summary the gate's error rule reads
-    (components/gate/stats.py::ErrorPairs)."""
+    (components/gate/error_stats.py::ErrorPairs)."""
     diff = np.abs(predicted - reference)
     variant_error, reference_error = np.abs(predicted - labels), np.abs(reference - labels)
     paired = variant_error - reference_error

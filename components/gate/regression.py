@@ -2,7 +2,7 @@
 
 - `error_parity`: the AMP model's mean absolute error (MAE) may be at most `error_tolerance` (a
   share of float32's MAE, 2% by default) above its float32 twin's, on the per-example paired
-  errors of every seed (components/gate/stats.py::error_parity);
+  errors of every seed (components/gate/error_stats.py::error_parity);
 - `beats_mean`: the AMP model's MAE must be below that of always answering the label's mean
   over the train split (Transform's, as the trainers read it back): a model no better than
   that is useless however close to its twin it is;
