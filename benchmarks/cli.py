@@ -203,10 +203,17 @@ def add_serving_parser(sub) -> None:
     bench.add_argument("--grpc-port", type=port, default=0, help="(default: a free port)")
     bench.add_argument("--rest-port", type=port, default=0, help="(default: a free port)")
     bench.add_argument("--output", type=Path, default=Path("bench"))
+    bench.add_argument(
+        "--request-log",
+        action="store_true",
+        help="also serve with the request log and the oldest other version as a shadow, and "
+        "report the latency they add to the production answers",
+    )
 
 
 def cmd_bench_serving(args: argparse.Namespace) -> int:
     import glob
+    import tempfile
 
     import tensorflow as tf
 
@@ -226,9 +233,16 @@ def cmd_bench_serving(args: argparse.Namespace) -> int:
         f"{' and '.join(args.protocols)}, batching on, batching off, in process"
     )
     try:
-        result = serving_load.run_serving_bench(
-            args.model_dir, examples, args.clients, args.duration, ports, tuple(args.protocols)
-        )
+        with tempfile.TemporaryDirectory() as scratch:
+            result = serving_load.run_serving_bench(
+                args.model_dir,
+                examples,
+                args.clients,
+                args.duration,
+                ports,
+                tuple(args.protocols),
+                logged=Path(scratch) / "logs" if args.request_log else None,
+            )
     except ValueError as e:
         print(f"amp-pipeline: error: --model-dir {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

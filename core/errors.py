@@ -9,6 +9,7 @@ EXIT_PROMOTED = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_REJECTED = 3
+EXIT_DRIFT = 4  # `amp-pipeline monitor`: skew, drift, an anomaly or prediction drift in traffic
 
 
 class InputError(ValueError):

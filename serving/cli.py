@@ -61,6 +61,40 @@ def add_parsers(sub) -> None:
         default=1,
         help="batches run at once (default: 1)",
     )
+    log = serve.add_argument_group(
+        "request logs (README: After the push); they hold users' inputs: files 0600, folder 0700"
+    )
+    log.add_argument(
+        "--log-requests",
+        type=Path,
+        metavar="DIR",
+        help="write each request and its answer as PredictionLog records (TFRecord) here",
+    )
+    log.add_argument(
+        "--log-sample-rate",
+        type=positive_float,
+        default=1.0,
+        help="share of requests logged, in (0, 1] (default: %(default)s)",
+    )
+    log.add_argument(
+        "--log-max-mb",
+        type=positive_float,
+        default=512.0,
+        help="the folder's total; the oldest files are removed beyond it (default: %(default)s)",
+    )
+    log.add_argument(
+        "--log-exclude",
+        default="",
+        metavar="COLUMNS",
+        help="comma-separated features never written to the logs",
+    )
+    log.add_argument(
+        "--shadow",
+        type=positive,
+        metavar="VERSION",
+        help="also run each logged request on this version, off the answer's path, and log "
+        "its answer beside production's (needs --log-requests)",
+    )
 
     deploy = sub.add_parser(
         "deploy-files", help="TF Serving models.config, batching and Kubernetes manifests"
@@ -92,6 +126,22 @@ def _batching(args):
     return BatchingConfig(args.max_batch_size, args.batch_timeout_ms / 1000, args.num_batch_threads)
 
 
+def _request_log(args):
+    """The request log's config, or None; one line naming the flag when the flags disagree."""
+    from amp_pipeline.serving.requestlog.writer import RequestLogConfig
+
+    if args.log_requests is None:
+        if args.shadow is not None:
+            raise ValueError("--shadow needs --log-requests DIR: the shadow's answers go there")
+        return None
+    if args.log_sample_rate > 1:
+        raise ValueError(f"--log-sample-rate {args.log_sample_rate:g}: must be in (0, 1]")
+    if args.log_requests.exists() and not args.log_requests.is_dir():
+        raise ValueError(f"--log-requests {args.log_requests}: not a folder")
+    exclude = tuple(c.strip() for c in args.log_exclude.split(",") if c.strip())
+    return RequestLogConfig(args.log_requests, args.log_sample_rate, args.log_max_mb, exclude)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from amp_pipeline.serving.server import LocalServer, NoModelError, ServerConfig
 
@@ -108,6 +158,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             poll_s=args.poll_seconds,
             max_request_bytes=int(args.max_request_mb * 1024 * 1024),
             batching=_batching(args),
+            request_log=_request_log(args),
+            shadow_version=args.shadow,
         )
         server = LocalServer(config).start()
     except (NoModelError, ValueError) as e:

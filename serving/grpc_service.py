@@ -50,7 +50,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             servable = self.core.servable(request.model_spec.name, _version(request.model_spec))
             signature = servable.signature(request.model_spec.signature_name)
             arrays = from_tensor_protos(servable.inputs[signature], request.inputs)
-            outputs = self.core.predict(servable, signature, arrays)
+            outputs = self.core.predict(servable, signature, arrays, "grpc")
             response = predict_pb2.PredictResponse()
             for name, proto in to_tensor_protos(outputs, request.output_filter).items():
                 response.outputs[name].CopyFrom(proto)

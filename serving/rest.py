@@ -171,5 +171,5 @@ class RestHandler(BaseHTTPRequestHandler):
             raise invalid("'signature_name' must be a string")
         signature = servable.signature(signature_name)
         arrays, row_format = parse_rest_request(body, signature, servable.inputs[signature])
-        outputs = core.predict(servable, signature, arrays)
+        outputs = core.predict(servable, signature, arrays, "rest")
         return to_rest_response(outputs, row_format)

@@ -19,6 +19,8 @@ import grpc
 from amp_pipeline.serving.batching import BatchingConfig
 from amp_pipeline.serving.grpc_service import add_services
 from amp_pipeline.serving.repository import ModelRepository, discover
+from amp_pipeline.serving.requestlog.shadow import Shadow
+from amp_pipeline.serving.requestlog.writer import RequestLog, RequestLogConfig
 from amp_pipeline.serving.rest import RestServer
 from amp_pipeline.serving.service import PredictionCore
 
@@ -39,6 +41,9 @@ class ServerConfig:
     max_request_bytes: largest gRPC message / REST body accepted.
     batching: server-side batching; None: every request runs on its own.
     grpc_threads: gRPC worker threads (concurrent requests in flight).
+    request_log: where and how requests are logged (serving/requestlog/); None: not logged.
+    shadow_version: a version run on every logged request beside production, its answers
+        logged (needs request_log).
     """
 
     model_dir: Path
@@ -50,6 +55,8 @@ class ServerConfig:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     batching: BatchingConfig | None = BatchingConfig()
     grpc_threads: int = 16
+    request_log: RequestLogConfig | None = None
+    shadow_version: int | None = None
 
 
 class NoModelError(ValueError):
@@ -78,8 +85,11 @@ class LocalServer:
         self.repository.refresh()
         if not self.repository.models():
             raise NoModelError(f"--model-dir {cfg.model_dir}: no version could be loaded (see log)")
+        shadow_log = self._check_shadow()
         self.repository.start_polling(cfg.poll_s)
-        self.core = PredictionCore(self.repository, cfg.batching)
+        log = RequestLog(cfg.request_log) if cfg.request_log is not None else None
+        shadow = Shadow(self.repository, cfg.shadow_version, log) if shadow_log and log else None
+        self.core = PredictionCore(self.repository, cfg.batching, log, shadow)
         options = [
             ("grpc.max_receive_message_length", cfg.max_request_bytes),
             ("grpc.so_reuseport", 0),
@@ -108,6 +118,20 @@ class LocalServer:
             self.rest_port,
         )
         return self
+
+    def _check_shadow(self) -> bool:
+        """Whether a shadow version runs; NoModelError naming --shadow when it cannot."""
+        version = self.config.shadow_version
+        if version is None:
+            return False
+        if self.config.request_log is None:
+            raise NoModelError("--shadow needs --log-requests DIR: the shadow's answers go there")
+        for model in self.repository.models():
+            try:
+                self.repository.get(model, version)
+            except Exception as e:  # noqa: BLE001 - the repository's own message says why
+                raise NoModelError(f"--shadow {version}: model {model}: {e}") from None
+        return True
 
     def stop(self) -> None:
         if self._rest is not None:

@@ -202,10 +202,12 @@ LOOSE_GATE = (
 CHEAP = ("--tflite", "none", "--speed-rounds", "0")
 
 
-def predict_over_both_protocols(model_dir: Path, model: str, request: Path) -> dict:
-    """`amp-pipeline serve` on `model_dir` (the pushed model's folder), then `amp-pipeline
-    predict --csv request` over gRPC and over REST: {protocol: CompletedProcess}. The server is
-    stopped whatever happens."""
+def predict_over_both_protocols(
+    model_dir: Path, model: str, request: Path, serve_args: tuple[str, ...] = ()
+) -> dict:
+    """`amp-pipeline serve` on `model_dir` (the pushed model's folder, with `serve_args`), then
+    `amp-pipeline predict --csv request` over gRPC and over REST: {protocol: CompletedProcess}.
+    The server is stopped whatever happens (SIGINT: it closes its request log first)."""
     import subprocess
     import sys
 
@@ -218,6 +220,7 @@ def predict_over_both_protocols(model_dir: Path, model: str, request: Path) -> d
         [
             sys.executable, "-m", "amp_pipeline.pipeline.cli", "serve", "--model-dir",
             str(model_dir), "--grpc-port", str(grpc_port), "--rest-port", str(rest_port),
+            *serve_args,
         ],
         cwd=ROOT, env=clean_env(), stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -5,7 +5,7 @@
 and inside them, data flows down and reports flow up:
 
     components:  models  <  data  <  amp, export  <  training  <  speed  <  gate
-    pipeline:    tracking  <  the run  <  cli
+    pipeline:    tracking  <  the run  <  monitor  <  cli
 
 `pipeline/cli/__init__.py` is the one deliberate exception: it assembles every package's commands.
 Every import of the project goes through its one namespace, `amp_pipeline` (`pyproject.toml` maps
@@ -35,7 +35,7 @@ SUBLAYERS = {
         "speed": 4,
         "gate": 5,
     },
-    "pipeline": {"tracking": 0, "": 1, "cli": 2},
+    "pipeline": {"tracking": 0, "": 1, "monitor": 2, "cli": 3},
 }
 
 
@@ -144,7 +144,7 @@ def test_the_rule_catches_imports_against_the_flow_inside_components_and_pipelin
     assert violations(tmp_path) == [
         "components/amp/probe.py:1 imports components.export (inside components: layer 2 >= 2)",
         "components/data/probe.py:1 imports components.training (inside components: layer 3 >= 1)",
-        "pipeline/probe.py:1 imports pipeline.cli (inside pipeline: layer 2 >= 1)",
+        "pipeline/probe.py:1 imports pipeline.cli (inside pipeline: layer 3 >= 1)",
     ]
 
 

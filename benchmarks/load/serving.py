@@ -116,7 +116,9 @@ def rest_call_factory(config: ClientConfig, model: str, examples: list[bytes]):
 PROTOCOLS = {"grpc": grpc_call_factory, "rest": rest_call_factory}
 
 
-def start_server(model_dir: Path, batching: bool, grpc_port: int, rest_port: int):
+def start_server(
+    model_dir: Path, batching: bool, grpc_port: int, rest_port: int, extra: tuple[str, ...] = ()
+):
     args = [
         sys.executable,
         "-m",
@@ -131,6 +133,7 @@ def start_server(model_dir: Path, batching: bool, grpc_port: int, rest_port: int
     ]
     if not batching:
         args.append("--no-batching")
+    args.extend(extra)
     process = subprocess.Popen(
         args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=os.environ.copy()
     )
@@ -181,9 +184,12 @@ def run_serving_bench(
     duration_s: float,
     ports: tuple[int, int],
     protocols: tuple[str, ...] = ("grpc", "rest"),
+    logged: Path | None = None,
 ) -> dict:
     """Server with batching, server without (over each of `protocols`), and the in-process
-    baseline; one result each."""
+    baseline; one result each. With `logged` (a scratch folder): the server with batching
+    again, logging every request there and running the oldest other version as a shadow, and
+    the production answers' added latency against the plain server's."""
     from amp_pipeline.serving.repository import version_dirs
 
     versions = version_dirs(model_base)
@@ -191,19 +197,33 @@ def run_serving_bench(
         raise ValueError(f"{model_base}: no pushed version there")
     version_dir = versions[max(versions)]
     results = {}
-    for batching in (True, False):
-        process = start_server(model_base, batching, *ports)
+    settings = [(True, (), "batching on"), (False, (), "batching off")]
+    shadow = min(versions) if len(versions) > 1 else None
+    if logged is not None:
+        extra = ("--log-requests", str(logged))
+        extra += ("--shadow", str(shadow)) if shadow is not None else ()
+        what = f"request log + shadow v{shadow}" if shadow is not None else "request log"
+        settings.append((True, extra, f"batching on, {what}"))
+    for batching, extra, label in settings:
+        process = start_server(model_base, batching, *ports, extra)
         try:
             for protocol in protocols:
                 factory = PROTOCOLS[protocol](
                     ClientConfig(grpc_port=ports[0], rest_port=ports[1]), model_base.name, examples
                 )
                 load(factory, clients, min(2.0, duration_s))  # warm-up
-                results[f"server {protocol}, batching {'on' if batching else 'off'}"] = load(
-                    factory, clients, duration_s
-                )
+                results[f"server {protocol}, {label}"] = load(factory, clients, duration_s)
         finally:
             stop_server(process)
+    added = {}
+    if logged is not None:
+        for protocol in protocols:
+            plain = results[f"server {protocol}, batching on"]
+            with_log = results[f"server {protocol}, {settings[-1][2]}"]
+            added[protocol] = {
+                "p50_ms": with_log["p50_ms"] - plain["p50_ms"],
+                "p99_ms": with_log["p99_ms"] - plain["p99_ms"],
+            }
     factory = in_process_factory(version_dir, examples)
     load(factory, clients, min(2.0, duration_s))
     results["in process (no server)"] = load(factory, clients, duration_s)
@@ -219,6 +239,8 @@ def run_serving_bench(
             "python": platform.python_version(),
         },
         "results": results,
+        "logging_added_ms": added,
+        "shadow_version": shadow if logged is not None else None,
     }
 
 
@@ -237,6 +259,13 @@ def to_markdown(result: dict) -> str:
         lines.append(
             f"| {name} | {r['requests']} | {r['errors']} | {r['throughput_rps']:.0f} | "
             f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} |"
+        )
+    for protocol, added in (result.get("logging_added_ms") or {}).items():
+        lines.append(
+            f"\nThe request log{' and the shadow' if result.get('shadow_version') else ''} "
+            f"added {added['p50_ms']:+.2f} ms at p50 and {added['p99_ms']:+.2f} ms at p99 to "
+            f"the production answers over {protocol} (the same server with batching, one run "
+            "after the other)."
         )
     return "\n".join(lines) + "\n"
 

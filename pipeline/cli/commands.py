@@ -9,7 +9,7 @@ from pathlib import Path
 
 from amp_pipeline.core import argtypes, names
 from amp_pipeline.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_REJECTED, InputError
-from amp_pipeline.pipeline.cli import flags, predict
+from amp_pipeline.pipeline.cli import flags, monitor, predict
 
 
 def add_parsers(sub) -> None:
@@ -19,6 +19,7 @@ def add_parsers(sub) -> None:
     _add_autotune(sub)
     sub.add_parser("doctor", help="show the hardware and the precision recipe auto would pick")
     predict.add_parser(sub)
+    monitor.add_parser(sub)
 
 
 def _add_run(sub) -> None:
@@ -269,6 +270,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "predict": predict.cmd_predict,
+    "monitor": monitor.cmd_monitor,
     "run": cmd_run,
     "check-model": cmd_check_model,
     "inspect": cmd_inspect,

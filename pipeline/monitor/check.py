@@ -1,0 +1,135 @@
+"""`amp-pipeline monitor`: the logged traffic of the run's model against its training data.
+
+Exit codes: 0 nothing beyond a threshold; 4 skew, drift, a schema anomaly or prediction drift
+(the first feature named in one line); 2 bad input (no logs, a run with no statistics).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import shutil
+from pathlib import Path
+
+from amp_pipeline.core.errors import EXIT_DRIFT
+from amp_pipeline.pipeline.monitor import drift, report, shadow, traffic
+from amp_pipeline.pipeline.monitor.run_record import read_run
+from amp_pipeline.serving.requestlog.writer import read_settings
+
+EXIT_OK = 0
+SERVED_STATS = "served_statistics.pb"
+PREVIOUS_STATS = "previous_served_statistics.pb"
+FEW_EXAMPLES = 100
+
+
+@dataclasses.dataclass(frozen=True)
+class MonitorOptions:
+    run: Path
+    requests: Path
+    output: Path
+    thresholds: drift.Thresholds = drift.Thresholds()
+    labels: Path | None = None
+    key: str | None = None
+    track: bool = True
+
+
+def monitor(options: MonitorOptions) -> tuple[dict, int]:
+    import tensorflow_data_validation as tfdv
+
+    run = read_run(options.run)
+    served = traffic.read_traffic(options.requests, run.model_name)
+    production, candidate = shadow.versions(served.rows)
+    rows = served.production()
+    settings = read_settings(options.requests)
+    not_logged = tuple(settings.get("exclude") or ())
+    schema = drift.served_schema(run.schema, run.label, options.thresholds, not_logged)
+    frame = drift.features_frame(rows, schema)
+    served_stats = tfdv.generate_statistics_from_dataframe(frame)
+    out = Path(options.output)
+    out.mkdir(parents=True, exist_ok=True)
+    previous = None
+    if (out / SERVED_STATS).is_file():  # the last window's, kept for drift
+        shutil.copyfile(out / SERVED_STATS, out / PREVIOUS_STATS)
+        previous = tfdv.load_stats_binary(str(out / PREVIOUS_STATS))
+    with drift.native_stderr_quiet():
+        checks = drift.feature_checks(
+            run.train_stats, served_stats, schema, frame, options.thresholds, previous
+        )
+    (out / SERVED_STATS).write_bytes(served_stats.SerializeToString())
+    answers = [a for a in rows[traffic.ANSWER].tolist() if a is not None]
+    prediction = drift.prediction_drift(
+        answers, run.eval_answers, run.regression, options.thresholds
+    )
+    flagged = flagged_lines(checks, prediction)
+    result = {
+        "model": run.model_name,
+        "run": str(run.output),
+        "requests": str(options.requests),
+        "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "records": served.records,
+        "skipped_records": dict(served.skipped),
+        "examples": len(rows),
+        "not_logged": list(not_logged),
+        "sample_rate": settings.get("sample_rate", 1.0),
+        "production_version": production,
+        "versions": sorted(int(v) for v in rows[traffic.VERSION].unique()),
+        "thresholds": dataclasses.asdict(options.thresholds),
+        **checks,
+        "prediction_drift": prediction,
+        "drift_note": None
+        if previous is not None
+        else "Drift: no earlier window in this folder; the next monitor run compares with it.",
+        "few_examples": len(rows) < FEW_EXAMPLES,
+        "flagged": flagged,
+        "verdict": "beyond a threshold" if flagged else "ok",
+    }
+    if candidate is not None:
+        labels = (
+            shadow.read_labels(options.labels, options.key, run.label)
+            if options.labels is not None
+            else None
+        )
+        result["shadow"] = shadow.shadow_report(
+            served.rows, production, candidate, run.regression, labels, options.key
+        )
+    plots = []
+    for name in result["features"]:
+        entry = result["features"][name]
+        if any((entry.get(k) or {}).get("beyond") for k in ("skew", "drift")):
+            path = out / f"{_file_name(name)}.png"
+            if report.plot_feature(name, run.train_stats, served_stats, frame, path):
+                plots.append(path.name)
+    result["plots"] = plots
+    files = report.write(result, out)
+    if options.track:
+        result["mlflow_run_id"] = report.track(
+            result, run.mlflow, [files["json"], files["md"], *(out / p for p in plots)]
+        )
+        files = report.write(result, out)
+    return result, EXIT_DRIFT if flagged else EXIT_OK
+
+
+def _file_name(feature: str) -> str:
+    return "".join(c if c.isalnum() or c in "_-." else "_" for c in feature) + "_histograms"
+
+
+def flagged_lines(checks: dict, prediction: dict) -> list[str]:
+    """One line per finding, the features' first (in name order)."""
+    lines = []
+    for name, entry in checks["features"].items():
+        for kind in ("skew", "drift"):
+            m = entry.get(kind)
+            if m and m["beyond"]:
+                what = "against training" if kind == "skew" else "against the last window"
+                lines.append(
+                    f"{kind} in feature {name}: {m['comparator']} distance {m['distance']:.4f} "
+                    f"{what}, threshold {m['threshold']:g}"
+                )
+    for name, anomaly in checks["anomalies"].items():
+        lines.append(f"anomaly in feature {name}: {anomaly['description'] or anomaly['short']}")
+    if prediction.get("beyond"):
+        lines.append(
+            f"prediction drift: {prediction['comparator']} distance {prediction['distance']:.4f} "
+            f"against the eval split's answers, threshold {prediction['threshold']:g}"
+        )
+    return lines
