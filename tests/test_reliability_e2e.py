@@ -216,8 +216,8 @@ import keras
 
 def build_model(spec):
     """The driver builds it to size the batch; the trainer's process finds its disk full."""
-    if getattr(sys.modules["__main__"].__spec__, "name", "") ==
-    "amp_pipeline.components.training.process":
+    main = getattr(sys.modules["__main__"].__spec__, "name", "")
+    if main == "amp_pipeline.components.training.process":
         raise OSError(errno.ENOSPC, "No space left on device", "/srv/out/model_run/checkpoint")
     inputs = keras.Input((spec.input_width,), name="x")
     outputs = keras.layers.Dense(spec.num_classes, activation="softmax")(inputs)

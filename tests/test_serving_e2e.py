@@ -38,6 +38,7 @@ X = np.random.default_rng(0).normal(size=(5, serving_models.N_FEATURES)).astype(
 
 class Server:
     def __init__(self, base, grpc_port, rest_port, process):
+        self.logs = base.parent / "requests"
         self.base, self.grpc_port, self.rest_port, self.process = (
             base,
             grpc_port,
@@ -53,7 +54,8 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    base = tmp_path_factory.mktemp("serving") / MODEL
+    root = tmp_path_factory.mktemp("serving")
+    base = root / MODEL
     serving_models.build(base / "1", seed=1)
     grpc_port, rest_port = free_port(), free_port()
     process = subprocess.Popen(
@@ -64,6 +66,9 @@ def server(tmp_path_factory):
             "--rest-port", str(rest_port),
             "--poll-seconds", "0.5",
             "--max-request-mb", str(MAX_REQUEST_BYTES / 1024 / 1024),
+            # Every request this module sends is logged (README "After the push"), and the
+            # features f3 never are.
+            "--log-requests", str(root / "requests"), "--log-exclude", "f3",
         ],
         cwd=ROOT,
         env=clean_env(),
@@ -416,3 +421,83 @@ def test_status_lists_a_failed_version_and_a_model_without_one_is_unavailable(tm
         assert e.value.code() == grpc.StatusCode.UNAVAILABLE
     finally:
         stop_server(process)
+
+
+def test_requests_over_both_protocols_are_logged_as_prediction_logs(server, tmp_path, cli):
+    """`serve --log-requests` + `predict --csv` over gRPC and REST: PredictionLog records that
+    prediction_log_pb2 parses, naming the model, version and signature, in owner-only files,
+    without the excluded feature."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    from amp_pipeline.serving.requestlog.records import log_files
+
+    rows = tmp_path / "rows.csv"
+    rows.write_text(
+        ",".join(serving_models.FEATURES) + "\n"
+        + "\n".join(",".join(f"{v:.6f}" for v in row) for row in X) + "\n"
+    )  # fmt: skip
+    for protocol in ("grpc", "rest"):
+        result = cli(
+            "predict", "--model", MODEL, "--csv", str(rows), "--protocol", protocol,
+            "--grpc-port", str(server.grpc_port), "--rest-port", str(server.rest_port),
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+    deadline = time.monotonic() + 10  # the writer flushes within a second when idle
+    found = set()
+    while time.monotonic() < deadline and found != {"grpc", "rest"}:
+        time.sleep(0.5)
+        found = set()
+        for path in log_files(server.logs):
+            for raw in tf.data.TFRecordDataset(str(path)).as_numpy_iterator():
+                record = prediction_log_pb2.PredictionLog.FromString(raw)
+                spec = record.predict_log.request.model_spec
+                inputs = record.predict_log.request.inputs
+                if spec.signature_name == "predict_raw" and tf.make_ndarray(inputs["f0"]).shape[
+                    0
+                ] == len(X):
+                    found.add(record.log_metadata.request_origin)
+                    assert spec.name == MODEL and spec.version.value >= 1
+                    assert "f3" not in record.predict_log.request.inputs
+                    assert set(record.predict_log.response.outputs) >= {"classes"}
+    assert found == {"grpc", "rest"}
+    assert oct(server.logs.stat().st_mode)[-3:] == "700"
+    assert all(oct(p.stat().st_mode)[-3:] == "600" for p in log_files(server.logs))
+
+
+def test_a_shadow_version_answers_off_the_answer_path_and_is_logged_beside_production(tmp_path):
+    """`serve --shadow 1` with version 2 in production, in process: the answers are version
+    2's; each logged request also has version 1's answer, marked as the shadow's, on the same
+    inputs."""
+    from amp_pipeline.serving.client import ServingClient
+    from amp_pipeline.serving.requestlog.records import read_logs, request_key
+    from amp_pipeline.serving.requestlog.writer import RequestLogConfig
+    from amp_pipeline.serving.server import LocalServer, ServerConfig
+
+    base = tmp_path / MODEL
+    serving_models.build(base / "1", seed=1)
+    serving_models.build(base / "2", seed=2)
+    config = ServerConfig(
+        model_dir=base, grpc_port=0, rest_port=0,
+        request_log=RequestLogConfig(tmp_path / "logs"), shadow_version=1,
+    )  # fmt: skip
+    with LocalServer(config) as local:
+        client = ServingClient(ClientConfig(grpc_port=local.grpc_port, rest_port=local.rest_port))
+        served = [client.predict(MODEL, raw_inputs(X[i : i + 2]), "predict_raw") for i in (0, 2)]
+    want = in_process(base / "2", "predict_raw", **raw_inputs(X[0:2]))
+    assert list(served[0]["classes"]) == list(want["classes"])
+    records = list(read_logs(tmp_path / "logs"))
+    production = [r for r in records if r.log_metadata.request_origin == "grpc"]
+    shadow = [r for r in records if r.log_metadata.request_origin == "grpc/shadow"]
+    assert len(production) == len(shadow) == 2
+    assert {r.log_metadata.model_spec.version.value for r in production} == {2}
+    assert {r.log_metadata.model_spec.version.value for r in shadow} == {1}
+    assert sorted(map(request_key, production)) == sorted(map(request_key, shadow))
+    import tensorflow as tf
+
+    first = next(r for r in shadow if request_key(r) == request_key(production[0]))
+    v1 = in_process(base / "1", "predict_raw", **{
+        k: tf.make_ndarray(v) for k, v in production[0].predict_log.request.inputs.items()
+    })  # fmt: skip
+    got = tf.make_ndarray(first.predict_log.response.outputs["classes"])
+    assert list(got) == list(v1["classes"])
