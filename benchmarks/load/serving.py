@@ -200,10 +200,10 @@ def run_serving_bench(
     settings = [(True, (), "batching on"), (False, (), "batching off")]
     shadow = min(versions) if len(versions) > 1 else None
     if logged is not None:
-        extra = ("--log-requests", str(logged))
-        extra += ("--shadow", str(shadow)) if shadow is not None else ()
-        what = f"request log + shadow v{shadow}" if shadow is not None else "request log"
-        settings.append((True, extra, f"batching on, {what}"))
+        settings.append((True, ("--log-requests", str(logged / "log")), "batching on, request log"))
+        if shadow is not None:
+            extra = ("--log-requests", str(logged / "shadow"), "--shadow", str(shadow))
+            settings.append((True, extra, f"batching on, request log + shadow v{shadow}"))
     for batching, extra, label in settings:
         process = start_server(model_base, batching, *ports, extra)
         try:
@@ -216,13 +216,14 @@ def run_serving_bench(
         finally:
             stop_server(process)
     added = {}
-    if logged is not None:
+    for *_, label in settings[2:]:  # the logged settings against the plain one
         for protocol in protocols:
             plain = results[f"server {protocol}, batching on"]
-            with_log = results[f"server {protocol}, {settings[-1][2]}"]
-            added[protocol] = {
+            with_log = results[f"server {protocol}, {label}"]
+            added[f"{protocol}, {label.removeprefix('batching on, ')}"] = {
                 "p50_ms": with_log["p50_ms"] - plain["p50_ms"],
                 "p99_ms": with_log["p99_ms"] - plain["p99_ms"],
+                "throughput_ratio": with_log["throughput_rps"] / plain["throughput_rps"],
             }
     factory = in_process_factory(version_dir, examples)
     load(factory, clients, min(2.0, duration_s))
@@ -260,12 +261,11 @@ def to_markdown(result: dict) -> str:
             f"| {name} | {r['requests']} | {r['errors']} | {r['throughput_rps']:.0f} | "
             f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} |"
         )
-    for protocol, added in (result.get("logging_added_ms") or {}).items():
+    for what, added in (result.get("logging_added_ms") or {}).items():
         lines.append(
-            f"\nThe request log{' and the shadow' if result.get('shadow_version') else ''} "
-            f"added {added['p50_ms']:+.2f} ms at p50 and {added['p99_ms']:+.2f} ms at p99 to "
-            f"the production answers over {protocol} (the same server with batching, one run "
-            "after the other)."
+            f"\n{what}: {added['p50_ms']:+.2f} ms at p50, {added['p99_ms']:+.2f} ms at p99, "
+            f"throughput x{added['throughput_ratio']:.2f}, against the same server without it "
+            "(batching on, one setting after the other)."
         )
     return "\n".join(lines) + "\n"
 
