@@ -1,6 +1,6 @@
 """`python -m amp_pipeline.benchmarks.speed.jax_worker CONFIG_JSON OUT_JSON`: one benchmark
 configuration under Keras 3's JAX backend, in a fresh process (KERAS_BACKEND=jax is set by
-benchmarks/bench.py).
+benchmarks/speed/bench.py).
 
 The same model builders (components/models/builtin.py), float32 output rule
 (components/amp/rules.py) and step timer (components/amp/perf.py) as the TensorFlow bench;

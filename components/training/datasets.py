@@ -46,7 +46,7 @@ def make_dataset(
 
 # A train split whose Transform output takes at most this much memory as float32 is read once
 # and trained from memory, as `model.fit` trains from arrays: no tf.Example parsing per step on
-# cores the training needs (benchmarks/trainer_overhead.py measures the difference). Larger
+# cores the training needs (benchmarks/scale/trainer_overhead.py measures the difference). Larger
 # splits stream from Transform's files.
 IN_MEMORY_MAX_BYTES = 256 * 2**20
 
