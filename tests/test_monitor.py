@@ -126,3 +126,13 @@ def test_regression_shadow_reports_the_mean_absolute_difference_and_the_error_ch
     assert a["interval"][0] < a["mean_abs_difference"] < a["interval"][1]
     labelled = report["labelled"]
     assert labelled["mae_change"] < 0 and labelled["interval"][1] < 0  # the candidate is better
+
+
+def test_a_folder_that_is_no_run_or_has_no_statistics_is_bad_input(tmp_path):
+    from amp_pipeline.pipeline.monitor.run_record import read_run
+
+    with pytest.raises(InputError, match="no run_summary.json: not an amp-pipeline run"):
+        read_run(tmp_path)
+    (tmp_path / "run_summary.json").write_text('{"status": "failed"}')
+    with pytest.raises(InputError, match="no metadata.sqlite: the run recorded no statistics"):
+        read_run(tmp_path, 1)

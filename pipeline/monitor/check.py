@@ -13,7 +13,7 @@ from pathlib import Path
 
 from amp_pipeline.core.errors import EXIT_DRIFT
 from amp_pipeline.pipeline.monitor import drift, report, shadow, traffic
-from amp_pipeline.pipeline.monitor.run_record import read_run
+from amp_pipeline.pipeline.monitor.run_record import read_run, served_model_name
 from amp_pipeline.serving.requestlog.writer import read_settings
 
 EXIT_OK = 0
@@ -36,9 +36,9 @@ class MonitorOptions:
 def monitor(options: MonitorOptions) -> tuple[dict, int]:
     import tensorflow_data_validation as tfdv
 
-    run = read_run(options.run)
-    served = traffic.read_traffic(options.requests, run.model_name)
+    served = traffic.read_traffic(options.requests, served_model_name(options.run))
     production, candidate = shadow.versions(served.rows)
+    run = read_run(options.run, production)  # the run that pushed the version users got
     rows = served.production()
     settings = read_settings(options.requests)
     not_logged = tuple(settings.get("exclude") or ())

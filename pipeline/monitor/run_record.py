@@ -1,6 +1,9 @@
-"""What `monitor` needs of the run that pushed the model: its training statistics and schema (from
-its ML Metadata), the label and task, the served model's name, the shipped twin's answers on the
-eval split, and its MLflow run."""
+"""What `monitor` needs of the run that pushed the served version, found through ML Metadata's
+lineage rather than "the newest": the PushedModel of that version, the pipeline run that pushed
+it, and in that run StatisticsGen's train statistics, SchemaGen's schema and the shipped twin's
+ModelRun (its train_spec.json: the label, task and classes; its eval predictions). A later run in
+the same folder (a rejected one, or one stopped by anomalies in other data) does not change what
+the served model is checked against."""
 
 from __future__ import annotations
 
@@ -13,11 +16,14 @@ import numpy as np
 from amp_pipeline.core import names
 from amp_pipeline.core.errors import InputError
 
+OUTPUT_EVENTS = (3, 4)  # metadata_store_pb2.Event.OUTPUT, DECLARED_OUTPUT
+
 
 @dataclasses.dataclass
 class RunRecord:
     output: Path
     model_name: str
+    version: int
     label: str
     regression: bool
     classes: tuple[str, ...]
@@ -27,57 +33,123 @@ class RunRecord:
     mlflow: dict
 
 
-def _newest_uri(store, type_name: str, producer: str) -> str | None:
-    found = [a for a in store.get_artifacts_by_type(type_name) if f"/{producer}/" in a.uri]
-    return max(found, key=lambda a: a.id).uri if found else None
+def _prop(artifact, key: str):
+    value = artifact.custom_properties.get(key)
+    if value is None:
+        return None
+    kind = value.WhichOneof("value")
+    return getattr(value, kind) if kind else None
 
 
-def read_run(output: Path) -> RunRecord:
-    """InputError (exit 2) naming what is missing: no run there, or a run with no statistics."""
-    import tensorflow_data_validation as tfdv
+def _store(output: Path):
     from ml_metadata.metadata_store import metadata_store
     from tfx import v1 as tfx
 
-    output = Path(output)
-    summary_path = output / names.RUN_SUMMARY_JSON
-    if not summary_path.is_file():
-        raise InputError(f"--run {output}: no {names.RUN_SUMMARY_JSON}: not an amp-pipeline run")
-    summary = json.loads(summary_path.read_text())
     metadata = output / "metadata.sqlite"
     if not metadata.is_file():
         raise InputError(f"--run {output}: no metadata.sqlite: the run recorded no statistics")
-    store = metadata_store.MetadataStore(
+    return metadata_store.MetadataStore(
         tfx.orchestration.metadata.sqlite_metadata_connection_config(str(metadata))
     )
-    stats_uri = _newest_uri(store, "ExampleStatistics", "StatisticsGen")
-    schema_uri = _newest_uri(store, "Schema", "SchemaGen")
-    if stats_uri is None or schema_uri is None:
-        raise InputError(f"--run {output}: the run has no training statistics or schema")
-    train_path = Path(stats_uri) / "Split-train" / "FeatureStats.pb"
+
+
+def pushed_models(output: Path) -> list:
+    """The PushedModel artifacts of `output` that did push, oldest first."""
+    output = Path(output)
+    if not (output / names.RUN_SUMMARY_JSON).is_file():
+        raise InputError(f"--run {output}: no {names.RUN_SUMMARY_JSON}: not an amp-pipeline run")
+    pushed = [a for a in _store(output).get_artifacts_by_type("PushedModel") if _prop(a, "pushed")]
+    if not pushed:
+        raise InputError(f"--run {output}: no model was pushed from this run folder")
+    return sorted(pushed, key=lambda a: a.id)
+
+
+def served_model_name(output: Path) -> str:
+    """The served model's name: the folder the newest push went to (serving/<name>/<version>)."""
+    return Path(_prop(pushed_models(output)[-1], "pushed_destination")).parent.name
+
+
+def _run_outputs(store, pushed) -> list:
+    """Every artifact the pipeline run that pushed `pushed` produced (cached ones included)."""
+    events = store.get_events_by_artifact_ids([pushed.id])
+    producer = [e.execution_id for e in events if e.type in OUTPUT_EVENTS]
+    types = {t.id: t.name for t in store.get_context_types()}
+    runs = [
+        c
+        for c in store.get_contexts_by_execution(producer[0])
+        if types.get(c.type_id) == "pipeline_run"
+    ]
+    executions = [e.id for e in store.get_executions_by_context(runs[0].id)]
+    ids = {
+        e.artifact_id
+        for e in store.get_events_by_execution_ids(executions)
+        if e.type in OUTPUT_EVENTS
+    }
+    return store.get_artifacts_by_id(list(ids))
+
+
+def read_run(output: Path, version: int | None = None) -> RunRecord:
+    """The run that pushed `version` (None: the newest push). InputError (exit 2) naming what is
+    missing: no run there, no push of that version, no statistics."""
+    import tensorflow_data_validation as tfdv
+
+    output = Path(output)
+    pushed = pushed_models(output)
+    if version is not None:
+        pushed = [a for a in pushed if str(_prop(a, "pushed_version")) == str(version)]
+        if not pushed:
+            raise InputError(
+                f"--run {output}: version {version}, which answered the logged requests, was not "
+                "pushed from this run folder"
+            )
+    push = pushed[-1]
+    store = _store(output)
+    produced = _run_outputs(store, push)
+
+    def find(node: str, kind: str):
+        found = [a for a in produced if f"/{node}/{kind}/" in a.uri]
+        return max(found, key=lambda a: a.id) if found else None
+
+    stats, schema = find("StatisticsGen", "statistics"), find("SchemaGen", "schema")
+    if stats is None or schema is None:
+        raise InputError(f"--run {output}: the run that pushed it has no statistics or schema")
+    train_path = Path(stats.uri) / "Split-train" / "FeatureStats.pb"
     if not train_path.is_file():
         raise InputError(f"--run {output}: {train_path} is missing")
-    data = summary.get("data") or {}
-    regression = summary.get("task") == "regression"
+    shipped = _prop(push, "shipped_precision")
+    model_run = find("TrainerFp32" if shipped == "float32" else "TrainerAmp", "model_run")
+    spec = json.loads((Path(model_run.uri) / "train_spec.json").read_text()) if model_run else {}
+    data = spec.get("data_spec") or {}
+    regression = data.get("task") == "regression"
     classes = tuple(data.get("classes") or ())
+    destination = Path(_prop(push, "pushed_destination"))
     return RunRecord(
         output=output,
-        model_name=(summary.get("config") or {}).get("model_name") or "model",
+        model_name=destination.parent.name,
+        version=int(_prop(push, "pushed_version")),
         label=data.get("label", ""),
         regression=regression,
         classes=classes,
         train_stats=tfdv.load_stats_binary(str(train_path)),
-        schema=tfdv.load_schema_text(str(Path(schema_uri) / "schema.pbtxt")),
-        eval_answers=eval_answers(summary, regression, classes),
-        mlflow=summary.get("mlflow") or {},
+        schema=tfdv.load_schema_text(str(Path(schema.uri) / "schema.pbtxt")),
+        eval_answers=eval_answers(model_run, regression, classes),
+        mlflow=_mlflow_of(output, destination),
     )
 
 
-def eval_answers(summary: dict, regression: bool, classes: tuple[str, ...]) -> list:
+def _mlflow_of(output: Path, destination: Path) -> dict:
+    """The MLflow run of the run that pushed `destination`, when the run folder's summary is
+    that run's (a later run's summary names another)."""
+    summary = json.loads((output / names.RUN_SUMMARY_JSON).read_text())
+    exported = ((summary.get("exports") or {}).get("saved_model")) or ""
+    return summary.get("mlflow") or {} if Path(exported) == destination else {}
+
+
+def eval_answers(model_run, regression: bool, classes: tuple[str, ...]) -> list:
     """The shipped twin's answers on the eval split (its first seed), as served: class names,
     or values in the label's units."""
-    twin = "fp32" if summary.get("shipped_precision") == "float32" else "amp"
-    path = (summary.get("evaluation") or {}).get(f"{twin}_predictions")
-    if not path or not Path(path).is_file():
+    path = Path(model_run.uri) / names.EVAL_PREDICTIONS if model_run is not None else None
+    if path is None or not path.is_file():
         return []
     predictions = np.load(path)["predictions"][0]
     if regression:
