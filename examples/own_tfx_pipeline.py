@@ -155,14 +155,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, required=True, help="the pipeline's folder")
     parser.add_argument("--train-steps", type=int, default=300)
     parser.add_argument("--speed-rounds", type=int, default=7)
-    parser.add_argument("--tflite", default="float32,float16,dynamic_int8")
+    parser.add_argument(
+        "--tflite", default="float32,float16,dynamic_int8", help="variants, or none"
+    )
     parser.add_argument("--compile-kfp", type=Path, help="write a KFP v2 spec here, run nothing")
     parser.add_argument("--image", default="gcr.io/my-project/amp-pipeline:latest")
     args = parser.parse_args(argv)
     output = args.output.resolve()
-    pipeline = create_pipeline(
-        output, args.train_steps, args.speed_rounds, tuple(args.tflite.split(","))
-    )
+    variants = () if args.tflite == "none" else tuple(args.tflite.split(","))
+    pipeline = create_pipeline(output, args.train_steps, args.speed_rounds, variants)
     if args.compile_kfp:
         runner = tfx.orchestration.experimental.KubeflowV2DagRunner(
             config=tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(

@@ -47,7 +47,7 @@ def test_the_compiled_kfp_spec_guards_a_step_on_the_gate_output(tmp_path, monkey
 def test_the_users_pipeline_trains_the_twins_gates_and_pushes(tmp_path):
     out = tmp_path / "out"
     result = run_example(
-        "--output", str(out), "--train-steps", "20", "--speed-rounds", "0", "--tflite", "float32"
+        "--output", str(out), "--train-steps", "20", "--speed-rounds", "0", "--tflite", "none"
     )
     assert result.returncode in (0, 3), result.stderr[-3000:]
     decision = json.loads((out / "decision.json").read_text())

@@ -50,6 +50,19 @@ def test_the_run_came_from_the_installed_wheel(digits_run):
     for module in ("components/training/job", "components/gate/component", "pipeline/cli/commands"):
         folder, name = (installed / module).parent, Path(module).name
         assert list(folder.glob(f"__pycache__/{name}.cpython-*.pyc")), module
+    # In that environment the package is the wheel's, and no bare project name is importable.
+    probe = (
+        "import importlib.util, amp_pipeline\n"
+        "print(amp_pipeline.__file__)\n"
+        "print([n for n in ('core', 'pipeline', 'components', 'serving', 'kubeflow',"
+        " 'benchmarks', 'user_models') if importlib.util.find_spec(n)])\n"
+    )
+    found = subprocess.run(
+        [str(out.parent / "venv" / "bin" / "python"), "-c", probe],
+        cwd=out.parent, capture_output=True, text=True, env=clean_env(), check=True,
+    )  # fmt: skip
+    where, leaked = found.stdout.splitlines()
+    assert where == str(installed / "__init__.py") and leaked == "[]"
 
 
 def test_digits_run_promotes_and_the_pushed_model_reads_digits(digits_run):
@@ -376,10 +389,11 @@ def test_after_the_push_monitor_checks_traffic_and_judges_a_shadow(digits_run, t
     production, candidate = max(versions), min(versions)
     rows = digits_rows(300)
     _log_as_served(tmp_path / "logs", serving, production, candidate, rows)
-    monitored = run_cli("monitor", "--run", str(out), "--requests", str(tmp_path / "logs"),
-                        "--output", str(tmp_path / "mon"))  # fmt: skip
-    assert monitored.returncode == 0, monitored.stdout + monitored.stderr[-3000:]
-    result = json.loads((tmp_path / "mon" / "monitor.json").read_text())
+    from amp_pipeline.pipeline.monitor.check import MonitorOptions, monitor
+
+    result, code = monitor(MonitorOptions(out, tmp_path / "logs", tmp_path / "mon"))
+    assert code == 0, result["flagged"]
+    assert result == json.loads((tmp_path / "mon" / "monitor.json").read_text())
     assert result["examples"] == 300 and result["production_version"] == production
     assert len(result["features"]) == 64 and not result["anomalies"]
     assert all(not f["skew"]["beyond"] for f in result["features"].values())
@@ -388,7 +402,7 @@ def test_after_the_push_monitor_checks_traffic_and_judges_a_shadow(digits_run, t
     assert (shadow["pairs"], shadow["candidate_version"]) == (300, candidate)
     lo, hi = shadow["agreement"]["interval"]
     assert lo <= shadow["agreement"]["share"] <= hi and hi - lo < 0.2
-    assert "Agreement" in monitored.stdout and result["mlflow_run_id"]
+    assert result["mlflow_run_id"]  # a child run of the model's MLflow run
 
     _log_as_served(tmp_path / "shifted", serving, production, None, rows, ("pixel_20", 6))
     drifted = run_cli("monitor", "--run", str(out), "--requests", str(tmp_path / "shifted"),

@@ -162,17 +162,34 @@ def write(result: dict, out_dir: Path) -> dict[str, Path]:
 
 
 def track(result: dict, mlflow_ids: dict, files: list[Path]) -> str | None:
-    """A child run of the model's MLflow run: the distances as metrics, the files as
-    artifacts. None (and a warning) when the tracking server cannot be reached: monitoring
-    does not fail for it."""
-    uri, parent = mlflow_ids.get("tracking_uri"), mlflow_ids.get("run_id")
-    if not uri or not parent:
+    """A child run of the MLflow run of the pipeline run that pushed the model (found by its
+    `tfx.run_id` tag): the distances as metrics, the files as artifacts. None (and a warning)
+    when the tracking server cannot be reached or has no such run: monitoring does not fail
+    for it."""
+    uri = mlflow_ids.get("tracking_uri")
+    if not uri:
         return None
     try:
         import mlflow
 
         client = mlflow.MlflowClient(uri)
-        experiment = client.get_run(parent).info.experiment_id
+        found = client.get_experiment_by_name(mlflow_ids.get("experiment") or "amp-pipeline")
+        runs = (
+            client.search_runs(
+                [found.experiment_id],
+                filter_string=f"tags.`tfx.run_id` = '{mlflow_ids['tfx_run_id']}'",
+            )
+            if found is not None
+            else []
+        )
+        if not runs:
+            logger.warning(
+                "monitor: no MLflow run of pipeline run %s in %s: not tracked",
+                mlflow_ids.get("tfx_run_id"),
+                uri,
+            )
+            return None
+        parent, experiment = runs[0].info.run_id, runs[0].info.experiment_id
         run = client.create_run(
             experiment,
             tags={"mlflow.parentRunId": parent, "mlflow.runName": "monitor", "kind": "monitor"},

@@ -69,8 +69,9 @@ def served_model_name(output: Path) -> str:
     return Path(_prop(pushed_models(output)[-1], "pushed_destination")).parent.name
 
 
-def _run_outputs(store, pushed) -> list:
-    """Every artifact the pipeline run that pushed `pushed` produced (cached ones included)."""
+def _run_outputs(store, pushed) -> tuple[str, list]:
+    """The pipeline run that pushed `pushed` (its ML Metadata name, the run id MLflow tags the
+    run's parent run with) and every artifact it produced (cached ones included)."""
     events = store.get_events_by_artifact_ids([pushed.id])
     producer = [e.execution_id for e in events if e.type in OUTPUT_EVENTS]
     types = {t.id: t.name for t in store.get_context_types()}
@@ -85,7 +86,7 @@ def _run_outputs(store, pushed) -> list:
         for e in store.get_events_by_execution_ids(executions)
         if e.type in OUTPUT_EVENTS
     }
-    return store.get_artifacts_by_id(list(ids))
+    return runs[0].name, store.get_artifacts_by_id(list(ids))
 
 
 def read_run(output: Path, version: int | None = None) -> RunRecord:
@@ -104,7 +105,7 @@ def read_run(output: Path, version: int | None = None) -> RunRecord:
             )
     push = pushed[-1]
     store = _store(output)
-    produced = _run_outputs(store, push)
+    tfx_run_id, produced = _run_outputs(store, push)
 
     def find(node: str, kind: str):
         found = [a for a in produced if f"/{node}/{kind}/" in a.uri]
@@ -133,16 +134,23 @@ def read_run(output: Path, version: int | None = None) -> RunRecord:
         train_stats=tfdv.load_stats_binary(str(train_path)),
         schema=tfdv.load_schema_text(str(Path(schema.uri) / "schema.pbtxt")),
         eval_answers=eval_answers(model_run, regression, classes),
-        mlflow=_mlflow_of(output, destination),
+        mlflow=_mlflow_of(output, tfx_run_id),
     )
 
 
-def _mlflow_of(output: Path, destination: Path) -> dict:
-    """The MLflow run of the run that pushed `destination`, when the run folder's summary is
-    that run's (a later run's summary names another)."""
+def _mlflow_of(output: Path, tfx_run_id: str) -> dict:
+    """Where the run's MLflow parent run is: the tracking URI and experiment the folder's runs
+    use, and the pipeline run id its parent run is tagged with (`tfx.run_id`); report.track
+    finds the run by that tag, so a later run's summary in the folder does not mislead it."""
+    from amp_pipeline.pipeline.tracking.tracker import default_tracking_uri
+
     summary = json.loads((output / names.RUN_SUMMARY_JSON).read_text())
-    exported = ((summary.get("exports") or {}).get("saved_model")) or ""
-    return summary.get("mlflow") or {} if Path(exported) == destination else {}
+    tracked = summary.get("mlflow") or {}
+    return {
+        "tracking_uri": tracked.get("tracking_uri") or default_tracking_uri(output),
+        "experiment": tracked.get("experiment") or "amp-pipeline",
+        "tfx_run_id": tfx_run_id,
+    }
 
 
 def eval_answers(model_run, regression: bool, classes: tuple[str, ...]) -> list:
