@@ -10,7 +10,7 @@ what the command line has proven is what your pipeline runs::
     task = amp.Task(label="species", classes=("Adelie", "Chinstrap", "Gentoo"), label_kind="string")
     twins = amp.trainer_twins(
         transform.outputs["transformed_examples"], transform.outputs["transform_graph"],
-        task, amp.TrainOptions(model="mlp", train_steps=500),
+        task, amp.TrainOptions(model="mlp", policy="auto", train_steps=500),
     )
     judged = amp.judges(example_gen.outputs["examples"], twins, task, amp.PromotionOptions())
     push = amp.pusher(twins, judged.gate, "/serving/penguins")
