@@ -155,6 +155,12 @@ def trainer_twins(
     GPU: `fp32_math`). `train_steps` (an int, or a runtime parameter) defaults to
     `options.train_steps`. None: DEFAULT_TWINS."""
     options = DEFAULT_TWINS if options is None else options
+    if options.policy == "float32":
+        raise ValueError(
+            "Invalid value for argument options: TrainOptions.policy is float32 (its default), "
+            "so the AMP twin would be a second float32 model. Pass policy='auto' (the recipe "
+            "for the node's hardware), 'autotune', 'mixed_float16' or 'mixed_bfloat16'."
+        )
     return amp_half.trainer_twins(
         transformed_examples,
         transform_graph,

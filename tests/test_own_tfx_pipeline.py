@@ -23,13 +23,11 @@ def run_example(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
-def test_the_compiled_kfp_spec_guards_a_step_on_the_gate_output(tmp_path, monkeypatch):
-    import importlib
-
-    monkeypatch.syspath_prepend(str(EXAMPLE.parent))
-    example = importlib.import_module("own_tfx_pipeline")
+def test_the_compiled_kfp_spec_guards_a_step_on_the_gate_output(tmp_path):
+    """`python examples/own_tfx_pipeline.py --compile-kfp`, the script as a user runs it."""
     spec_path = tmp_path / "pipeline.json"
-    assert example.main(["--output", str(tmp_path / "out"), "--compile-kfp", str(spec_path)]) == 0
+    result = run_example("--output", str(tmp_path / "out"), "--compile-kfp", str(spec_path))
+    assert result.returncode == 0, result.stderr[-3000:]
     spec = json.loads(spec_path.read_text())
     tasks = spec.get("pipelineSpec", spec)["root"]["dag"]["tasks"]
     assert {"TrainerFp32", "TrainerAmp", "SideBySide", "PromotionGate", "Pusher"} <= set(tasks)
@@ -44,16 +42,22 @@ def test_the_compiled_kfp_spec_guards_a_step_on_the_gate_output(tmp_path, monkey
 
 
 @pytest.mark.e2e
-def test_the_users_pipeline_trains_the_twins_gates_and_pushes(tmp_path):
+def test_the_users_pipeline_trains_the_twins_gates_and_pushes(tmp_path, monkeypatch, capsys):
+    """The example's main() in this process: LocalDagRunner in process as in the script (the
+    trainers still run in their own processes)."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(EXAMPLE.parent))
+    example = importlib.import_module("own_tfx_pipeline")
     out = tmp_path / "out"
-    result = run_example(
-        "--output", str(out), "--train-steps", "20", "--speed-rounds", "0", "--tflite", "none"
+    code = example.main(
+        ["--output", str(out), "--train-steps", "20", "--speed-rounds", "0", "--tflite", "none"]
     )
-    assert result.returncode in (0, 3), result.stderr[-3000:]
+    assert code in (0, 3)
     decision = json.loads((out / "decision.json").read_text())
     promoted = decision["passed"]
-    assert result.returncode == (0 if promoted else 3)
-    assert result.stdout.strip().splitlines()[-1].startswith(decision["decision"])
+    assert code == (0 if promoted else 3)
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith(decision["decision"])
     # Both twins learned from the user's Transform output (its class ids line up with the
     # raw labels the gate reads: chance is 0.1).
     figures = [

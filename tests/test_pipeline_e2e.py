@@ -378,7 +378,7 @@ def _log_as_served(folder, base, production, candidate, rows, shift=None):
     log.close()
 
 
-def test_after_the_push_monitor_checks_traffic_and_judges_a_shadow(digits_run, tmp_path):
+def test_after_the_push_monitor_checks_traffic_and_judges_a_shadow(digits_run, tmp_path, capsys):
     """README "After the push" on the run's pushed versions: `monitor` exits 0 on rows drawn
     from the training CSV and reports the shadow's agreement with an interval; on the same rows
     with pixel_20 shifted by 6 (of 16) it exits 4, naming the feature in one line."""
@@ -405,10 +405,16 @@ def test_after_the_push_monitor_checks_traffic_and_judges_a_shadow(digits_run, t
     assert result["mlflow_run_id"]  # a child run of the model's MLflow run
 
     _log_as_served(tmp_path / "shifted", serving, production, None, rows, ("pixel_20", 6))
-    drifted = run_cli("monitor", "--run", str(out), "--requests", str(tmp_path / "shifted"),
-                      "--output", str(tmp_path / "mon2"), "--no-tracking")  # fmt: skip
-    assert drifted.returncode == 4, drifted.stdout + drifted.stderr[-3000:]
-    last = drifted.stderr.strip().splitlines()[-1]
+    # The command's own function, in this process (the TF import of a fresh one saved).
+    from amp_pipeline.pipeline.cli import build_parser
+    from amp_pipeline.pipeline.cli.monitor import cmd_monitor
+
+    args = build_parser().parse_args(
+        ["monitor", "--run", str(out), "--requests", str(tmp_path / "shifted"),
+         "--output", str(tmp_path / "mon2"), "--no-tracking"]
+    )  # fmt: skip
+    assert cmd_monitor(args) == 4
+    last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith("amp-pipeline: monitor: skew in feature pixel_20: Jensen-Shannon")
     flagged = json.loads((tmp_path / "mon2" / "monitor.json").read_text())["features"]
     assert [name for name, f in flagged.items() if f["skew"]["beyond"]] == ["pixel_20"]

@@ -118,7 +118,10 @@ def test_the_nodes_carry_the_task_and_the_options():
     transformed = tfx.dsl.Channel(type=standard_artifacts.Examples)
     graph = tfx.dsl.Channel(type=standard_artifacts.TransformGraph)
     task = amp.Task(label="digit", classes=tuple("0123456789"))
-    twins = amp.trainer_twins(transformed, graph, task, amp.TrainOptions(model="mlp"))
+    with pytest.raises(ValueError, match="second float32 model"):
+        amp.trainer_twins(transformed, graph, task, amp.TrainOptions(model="mlp"))
+    options = amp.TrainOptions(model="mlp", policy="auto")
+    twins = amp.trainer_twins(transformed, graph, task, options)
     judged = amp.judges(examples, twins, task, amp.PromotionOptions(model_name="digits"))
     push = amp.pusher(twins, judged.gate, "/serving/digits")
     ids = [node.id for node in (*twins, *judged, push)]
