@@ -24,9 +24,18 @@ class NodeOutput:
     properties: dict
 
 
-def _value(v: metadata_store_pb2.Value):
+def property_value(v: metadata_store_pb2.Value):
+    """An artifact property's value, whichever kind it is (None when unset)."""
     kind = v.WhichOneof("value")
     return getattr(v, kind) if kind else None
+
+
+def open_store(metadata_path: Path) -> metadata_store.MetadataStore:
+    """The run folder's ML Metadata (SQLite), opened read-only."""
+    config = metadata_store_pb2.ConnectionConfig()
+    config.sqlite.filename_uri = str(metadata_path)
+    config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
+    return metadata_store.MetadataStore(config)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,10 +49,7 @@ class PipelineRun:
 
 def read_run(metadata_path: Path, pipeline_name: str, run_id: str | None) -> PipelineRun:
     """What run `run_id` of `pipeline_name` produced (None: the newest run)."""
-    config = metadata_store_pb2.ConnectionConfig()
-    config.sqlite.filename_uri = str(metadata_path)
-    config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
-    store = metadata_store.MetadataStore(config)
+    store = open_store(metadata_path)
     runs = [
         c for c in store.get_contexts_by_type("pipeline_run") if _belongs(store, c, pipeline_name)
     ]
@@ -74,8 +80,8 @@ def read_run(metadata_path: Path, pipeline_name: str, run_id: str | None) -> Pip
             if ev.type in OUTPUT_EVENTS and ev.path.steps:
                 keyed[ev.artifact_id] = ev.path.steps[0].key
         for art in store.get_artifacts_by_id(list(keyed)):
-            props = {k: _value(v) for k, v in art.custom_properties.items()}
-            props.update({k: _value(v) for k, v in art.properties.items()})
+            props = {k: property_value(v) for k, v in art.custom_properties.items()}
+            props.update({k: property_value(v) for k, v in art.properties.items()})
             out.setdefault(node_id, {})[keyed[art.id]] = NodeOutput(
                 uri=art.uri, type_name=types.get(art.type_id, ""), properties=props
             )

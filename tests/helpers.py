@@ -52,6 +52,25 @@ def predict_classes(saved_model_dir: str | Path, rows, label: str) -> np.ndarray
     return np.array([c.decode() for c in serve(examples=examples)["classes"].numpy()])
 
 
+def tf_example(**features) -> bytes:
+    """A serialized tf.Example: int values as int64, float as float, str and bytes as bytes;
+    a None value is a missing feature."""
+    import tensorflow as tf
+
+    feature = {}
+    for name, value in features.items():
+        if value is None:
+            continue
+        if isinstance(value, int):
+            feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
+        elif isinstance(value, float):
+            feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=[value]))
+        else:
+            raw = value.encode() if isinstance(value, str) else value
+            feature[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[raw]))
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
 def pushed_versions(serving_model_dir: Path) -> list[str]:
     return sorted(p.name for p in serving_model_dir.iterdir() if p.is_dir())
 

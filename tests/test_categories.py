@@ -13,6 +13,7 @@ from amp_pipeline.components.data.ingest import prepare
 from amp_pipeline.components.data.inspection import CsvOptions
 from amp_pipeline.core.errors import InputError
 from tests.conftest import ROOT
+from tests.helpers import tf_example
 
 
 def write(path, rows):
@@ -218,20 +219,6 @@ def test_a_module_gets_category_sizes_before_transform_has_run(tmp_path):
     assert model.get_layer("user_table").input_dim == 100_002
 
 
-def _example(**features) -> bytes:
-    import tensorflow as tf
-
-    feature = {}
-    for name, value in features.items():
-        if value is None:
-            continue
-        if isinstance(value, int):
-            feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
-        else:
-            feature[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
-
-
 def test_the_python_encoder_gives_transforms_ids_missing_apart_from_any_value(tmp_path):
     """Transform's category and bag ids (preprocessing.category_ids, bag_ids) against the
     device rule (components/data/categories.py) on values the train split has and has not: a
@@ -261,7 +248,7 @@ def test_the_python_encoder_gives_transforms_ids_missing_apart_from_any_value(tm
         }
 
     train = [
-        _example(user=u, city=c, genres=g)
+        tf_example(user=u, city=c, genres=g)
         for u, c, g in [
             (0, "Paris", "Action|Comedy"), (1, "Lyon", " Drama |Action"), (1, "Paris", "Action"),
             (2, None, "Comedy||"), (None, "Nice", None), (0, "Paris", "Drama| Comedy"),
@@ -291,7 +278,7 @@ def test_the_python_encoder_gives_transforms_ids_missing_apart_from_any_value(tm
         (2, "Lyon", "Comedy|Comedy|Drama|Action"), (1, "", "  |  "),
     ]  # fmt: skip
     parsed = tf.io.parse_example(
-        [_example(user=u, city=c, genres=g) for u, c, g in rows], feature_spec
+        [tf_example(user=u, city=c, genres=g) for u, c, g in rows], feature_spec
     )
     transformed = output.transform_raw_features(parsed)
     users, cities, genres = zip(*rows, strict=True)

@@ -11,7 +11,7 @@ from amp_pipeline.core.errors import InputError
 from amp_pipeline.pipeline.monitor import drift, shadow
 from amp_pipeline.pipeline.monitor.traffic import ANSWER, KEY, SHADOW, VERSION, read_traffic
 from amp_pipeline.serving.requestlog.writer import RequestLog, RequestLogConfig
-from tests.test_request_log import _example
+from tests.helpers import tf_example
 
 
 def _log(folder, entries):
@@ -25,7 +25,8 @@ def _log(folder, entries):
 
 
 def test_both_signatures_decode_into_one_row_per_example_and_shadows_pair(tmp_path):
-    examples = np.array([_example(age=31, city=b"Oslo"), _example(age=47, city=b"Rome")], object)
+    examples = [tf_example(age=31, city=b"Oslo"), tf_example(age=47, city=b"Rome")]
+    examples = np.array(examples, object)
     raw = {"age": np.array([[52]]), "city": np.array([[b"Lima"]])}
     answer = {"classes": np.array([b"yes", b"no"])}
     shadow_answer = {"classes": np.array([b"yes", b"yes"])}

@@ -16,21 +16,10 @@ import pytest
 from amp_pipeline.serving.requestlog import writer as request_log
 from amp_pipeline.serving.requestlog.records import log_files, read_logs
 from amp_pipeline.serving.requestlog.writer import RequestLog, RequestLogConfig
+from tests.helpers import tf_example
 
 RAW = {"age": np.array([[31], [47]]), "email": np.array([[b"ann@example.com"], [b"bo@x.org"]])}
 OUT = {"classes": np.array([b"yes", b"no"]), "probabilities": np.array([[0.2, 0.8], [0.7, 0.3]])}
-
-
-def _example(**features) -> bytes:
-    import tensorflow as tf
-
-    feature = {}
-    for name, value in features.items():
-        if isinstance(value, bytes):
-            feature[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
-        else:
-            feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
 def test_records_are_prediction_logs_with_model_version_signature_and_owner_only(tmp_path):
@@ -59,7 +48,7 @@ def test_excluded_features_never_reach_the_files(tmp_path):
     folder = tmp_path / "logs"
     log = RequestLog(RequestLogConfig(folder, exclude=("email",)))
     examples = np.array(
-        [_example(age=31, email=b"ann@example.com"), _example(age=47, email=b"bo@x.org")],
+        [tf_example(age=31, email=b"ann@example.com"), tf_example(age=47, email=b"bo@x.org")],
         dtype=object,
     )
     for signature, inputs in (("predict_raw", RAW), ("serving_default", {"examples": examples})):

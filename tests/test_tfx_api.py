@@ -12,6 +12,7 @@ import pytest
 from amp_pipeline import tfx as amp
 from amp_pipeline.components.gate.component import pipeline_outputs
 from tests.conftest import ROOT
+from tests.helpers import tf_example
 
 
 @pytest.mark.parametrize(
@@ -36,18 +37,6 @@ def test_a_task_is_the_data_spec_the_trainers_and_the_gate_read():
     )  # fmt: skip
     assert amp.Task(label="price", label_kind="float").data_spec().regression
     assert amp.Task(label="digit", classes=(0, 1, 2)).classes == ("0", "1", "2")
-
-
-def _example(**features) -> bytes:
-    import tensorflow as tf
-
-    feature = {}
-    for name, value in features.items():
-        if isinstance(value, float):
-            feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=[value]))
-        else:
-            feature[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
 def test_the_transform_helpers_give_class_ids_and_a_label_scale_the_trainer_reads_back(tmp_path):
@@ -82,7 +71,7 @@ def test_the_transform_helpers_give_class_ids_and_a_label_scale_the_trainer_read
     # cancel there.
     masses = [1_000_000.0, 1_000_500.0, 1_001_000.0, 1_002_500.0]
     pairs = zip(["Adelie", "Gentoo"] * 2, masses, strict=True)
-    train = [_example(species=s, mass=m) for s, m in pairs]
+    train = [tf_example(species=s, mass=m) for s, m in pairs]
     schema = schema_utils.schema_from_feature_spec(feature_spec)
     source = tfxio.TFExampleBeamRecord(physical_format="inmem", schema=schema)
     with beam.Pipeline() as p, tft_beam.Context(temp_dir=str(tmp_path / "tmp")):
@@ -97,7 +86,7 @@ def test_the_transform_helpers_give_class_ids_and_a_label_scale_the_trainer_read
     )
     output = tft.TFTransformOutput(str(tmp_path / "transform"))
     rows = [("Gentoo", 1_001_000.0), ("Adelie", 1_000_000.0), ("Chinstrap", 1_002_500.0)]
-    parsed = tf.io.parse_example([_example(species=s, mass=m) for s, m in rows], feature_spec)
+    parsed = tf.io.parse_example([tf_example(species=s, mass=m) for s, m in rows], feature_spec)
     out = output.transform_raw_features(parsed)
     assert np.asarray(out["species_id"]).tolist() == [0, 1, -1]
     mean, std = label_scale(str(tmp_path / "transform"), mass.data_spec())

@@ -93,7 +93,8 @@ def _measurements(anomalies, which: str) -> dict[str, dict]:
     return out
 
 
-def _feature_stats(stats, name: str):
+def feature_stats(stats, name: str):
+    """A feature's statistics in a DatasetFeatureStatisticsList, by name (None: not there)."""
     for feature in stats.datasets[0].features:
         path = ".".join(feature.path.step) if feature.path.step else feature.name
         if path == name:
@@ -101,19 +102,30 @@ def _feature_stats(stats, name: str):
     return None
 
 
-def numeric_distance(reference, values: np.ndarray) -> float | None:
-    """Jensen-Shannon divergence (bits) of `values` against the reference feature's STANDARD
-    histogram, the served values counted into its own buckets (the outer ones open)."""
+def numeric_buckets(reference, values: np.ndarray) -> tuple | None:
+    """(edges, reference counts, served counts) on the reference feature's STANDARD histogram:
+    its own buckets, the served values counted into them with the outer ones open; None
+    where the reference has no such histogram."""
     histograms = [h for h in reference.num_stats.histograms if h.type == h.STANDARD]
-    values = values[np.isfinite(values)]
-    if not histograms or not histograms[0].buckets or values.size == 0:
+    if not histograms or not histograms[0].buckets:
         return None
     buckets = histograms[0].buckets
     ref = np.array([b.sample_count for b in buckets], float)
     edges = np.array([b.low_value for b in buckets] + [buckets[-1].high_value], float)
-    edges[0], edges[-1] = -np.inf, np.inf
-    now = np.histogram(values, edges)[0].astype(float)
-    return jensen_shannon(ref / ref.sum(), now / now.sum()) if ref.sum() else None
+    counting = edges.copy()
+    counting[0], counting[-1] = -np.inf, np.inf
+    now = np.histogram(values[np.isfinite(values)], counting)[0].astype(float)
+    return edges, ref, now
+
+
+def numeric_distance(reference, values: np.ndarray) -> float | None:
+    """Jensen-Shannon divergence (bits) of `values` against the reference feature's STANDARD
+    histogram, on its own buckets (numeric_buckets)."""
+    found = numeric_buckets(reference, values)
+    if found is None or not found[1].sum() or not found[2].sum():
+        return None
+    _, ref, now = found
+    return jensen_shannon(ref / ref.sum(), now / now.sum())
 
 
 def categorical_distance(reference, values: pd.Series) -> float | None:
@@ -134,7 +146,7 @@ def _ours(reference_stats, frame: pd.DataFrame, schema, thresholds: Thresholds) 
 
     out = {}
     for feature in schema.feature:
-        reference = _feature_stats(reference_stats, feature.name)
+        reference = feature_stats(reference_stats, feature.name)
         if reference is None or feature.name not in frame:
             continue
         if feature.type == schema_pb2.BYTES:

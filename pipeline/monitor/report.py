@@ -7,6 +7,8 @@ import json
 import logging
 from pathlib import Path
 
+from amp_pipeline.pipeline.monitor.drift import feature_stats, numeric_buckets
+
 logger = logging.getLogger(__name__)
 
 
@@ -102,14 +104,6 @@ def shadow_lines(shadow: dict) -> list[str]:
     return lines
 
 
-def _feature(stats, name: str):
-    for feature in stats.datasets[0].features:
-        path = ".".join(feature.path.step) if feature.path.step else feature.name
-        if path == name:
-            return feature
-    return None
-
-
 def plot_feature(name: str, train_stats, served_stats, frame, path: Path) -> bool:
     """Training against served shares of one feature, on the bins the distance read: the
     training histogram's buckets for a number (the served values counted into them), the
@@ -120,19 +114,15 @@ def plot_feature(name: str, train_stats, served_stats, frame, path: Path) -> boo
     import matplotlib.pyplot as plt
     import numpy as np
 
-    train, served = _feature(train_stats, name), _feature(served_stats, name)
+    train, served = feature_stats(train_stats, name), feature_stats(served_stats, name)
     if train is None or served is None or name not in frame:
         return False
     fig, ax = plt.subplots(figsize=(7, 3.5))
-    histograms = [h for h in train.num_stats.histograms if h.type == h.STANDARD]
-    if histograms and histograms[0].buckets:
-        buckets = histograms[0].buckets
-        edges = np.array([b.low_value for b in buckets] + [buckets[-1].high_value], float)
-        ref = np.array([b.sample_count for b in buckets], float)
-        values = np.asarray(frame[name], float)
-        counting = edges.copy()
-        counting[0], counting[-1] = -np.inf, np.inf
-        now = np.histogram(values[np.isfinite(values)], counting)[0].astype(float)
+    numeric = None
+    if train.HasField("num_stats"):  # a string feature's values are not numbers
+        numeric = numeric_buckets(train, np.asarray(frame[name], float))
+    if numeric is not None:
+        edges, ref, now = numeric
         ax.stairs(ref / max(ref.sum(), 1), edges, label="training", fill=True, alpha=0.5)
         ax.stairs(now / max(now.sum(), 1), edges, label="served", linewidth=2)
     else:

@@ -15,8 +15,7 @@ import numpy as np
 
 from amp_pipeline.core import names
 from amp_pipeline.core.errors import InputError
-
-OUTPUT_EVENTS = (3, 4)  # metadata_store_pb2.Event.OUTPUT, DECLARED_OUTPUT
+from amp_pipeline.pipeline.results import OUTPUT_EVENTS, open_store, property_value
 
 
 @dataclasses.dataclass
@@ -35,38 +34,32 @@ class RunRecord:
 
 def _prop(artifact, key: str):
     value = artifact.custom_properties.get(key)
-    if value is None:
-        return None
-    kind = value.WhichOneof("value")
-    return getattr(value, kind) if kind else None
+    return property_value(value) if value is not None else None
 
 
-def _store(output: Path):
-    from ml_metadata.metadata_store import metadata_store
-    from tfx import v1 as tfx
-
-    metadata = output / "metadata.sqlite"
-    if not metadata.is_file():
-        raise InputError(f"--run {output}: no metadata.sqlite: the run recorded no statistics")
-    return metadata_store.MetadataStore(
-        tfx.orchestration.metadata.sqlite_metadata_connection_config(str(metadata))
-    )
-
-
-def pushed_models(output: Path) -> list:
+def pushed_models(output: Path, store) -> list:
     """The PushedModel artifacts of `output` that did push, oldest first."""
-    output = Path(output)
-    if not (output / names.RUN_SUMMARY_JSON).is_file():
-        raise InputError(f"--run {output}: no {names.RUN_SUMMARY_JSON}: not an amp-pipeline run")
-    pushed = [a for a in _store(output).get_artifacts_by_type("PushedModel") if _prop(a, "pushed")]
+    pushed = [a for a in store.get_artifacts_by_type("PushedModel") if _prop(a, "pushed")]
     if not pushed:
         raise InputError(f"--run {output}: no model was pushed from this run folder")
     return sorted(pushed, key=lambda a: a.id)
 
 
+def _open_run(output: Path):
+    """`output`'s ML Metadata, once the folder is known to be a run's."""
+    if not (output / names.RUN_SUMMARY_JSON).is_file():
+        raise InputError(f"--run {output}: no {names.RUN_SUMMARY_JSON}: not an amp-pipeline run")
+    metadata = output / "metadata.sqlite"
+    if not metadata.is_file():
+        raise InputError(f"--run {output}: no metadata.sqlite: the run recorded no statistics")
+    return open_store(metadata)
+
+
 def served_model_name(output: Path) -> str:
     """The served model's name: the folder the newest push went to (serving/<name>/<version>)."""
-    return Path(_prop(pushed_models(output)[-1], "pushed_destination")).parent.name
+    output = Path(output)
+    newest = pushed_models(output, _open_run(output))[-1]
+    return Path(_prop(newest, "pushed_destination")).parent.name
 
 
 def _run_outputs(store, pushed) -> tuple[str, list]:
@@ -95,7 +88,8 @@ def read_run(output: Path, version: int | None = None) -> RunRecord:
     import tensorflow_data_validation as tfdv
 
     output = Path(output)
-    pushed = pushed_models(output)
+    store = _open_run(output)
+    pushed = pushed_models(output, store)
     if version is not None:
         pushed = [a for a in pushed if str(_prop(a, "pushed_version")) == str(version)]
         if not pushed:
@@ -104,7 +98,6 @@ def read_run(output: Path, version: int | None = None) -> RunRecord:
                 "pushed from this run folder"
             )
     push = pushed[-1]
-    store = _store(output)
     tfx_run_id, produced = _run_outputs(store, push)
 
     def find(node: str, kind: str):
