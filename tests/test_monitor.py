@@ -137,3 +137,15 @@ def test_a_folder_that_is_no_run_or_has_no_statistics_is_bad_input(tmp_path):
     (tmp_path / "run_summary.json").write_text('{"status": "failed"}')
     with pytest.raises(InputError, match="no metadata.sqlite: the run recorded no statistics"):
         read_run(tmp_path, 1)
+
+
+def test_served_values_are_counted_into_the_reference_buckets_as_tfdv_counts():
+    """Integers on bucket edges (an age band 1-6, 10 buckets of 0.5) land where TFDV put them:
+    the same values read as the same distribution, and a shift reads as one."""
+    import tensorflow_data_validation as tfdv
+
+    values = np.array([1] * 40 + [2] * 30 + [3] * 20 + [4] * 15 + [5] * 10 + [6] * 25, float)
+    stats = tfdv.generate_statistics_from_dataframe(pd.DataFrame({"lectage": values}))
+    reference = drift.feature_stats(stats, "lectage")
+    assert drift.numeric_distance(reference, values) == pytest.approx(0, abs=1e-3)
+    assert drift.numeric_distance(reference, np.minimum(values + 1, 6)) > 0.1

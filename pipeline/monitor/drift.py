@@ -104,7 +104,8 @@ def feature_stats(stats, name: str):
 
 def numeric_buckets(reference, values: np.ndarray) -> tuple | None:
     """(edges, reference counts, served counts) on the reference feature's STANDARD histogram:
-    its own buckets, the served values counted into them with the outer ones open; None
+    its own buckets, the served values counted into them as TFDV counts (a bucket holds its
+    upper edge: integers sit on edges, lectage's 2 in [1.5, 2.0]), the outer ones open; None
     where the reference has no such histogram."""
     histograms = [h for h in reference.num_stats.histograms if h.type == h.STANDARD]
     if not histograms or not histograms[0].buckets:
@@ -112,9 +113,8 @@ def numeric_buckets(reference, values: np.ndarray) -> tuple | None:
     buckets = histograms[0].buckets
     ref = np.array([b.sample_count for b in buckets], float)
     edges = np.array([b.low_value for b in buckets] + [buckets[-1].high_value], float)
-    counting = edges.copy()
-    counting[0], counting[-1] = -np.inf, np.inf
-    now = np.histogram(values[np.isfinite(values)], counting)[0].astype(float)
+    bucket = np.searchsorted(edges[1:-1], values[np.isfinite(values)], side="left")
+    now = np.bincount(bucket, minlength=len(buckets)).astype(float)
     return edges, ref, now
 
 
