@@ -68,3 +68,6 @@ def sanitize_names(columns: list[str] | tuple[str, ...]) -> tuple[str, ...]:
 
 # The BERT-style encoder's sizes (components/models/builtin.py: BERT_SIZES gives their shapes).
 BERT_SIZE_NAMES = ("tiny", "mini", "small", "base")
+
+# A missing integer cell, as predict_raw and the TFLite models take one (NaN for floats).
+INT64_MISSING = -(2**63)

@@ -333,10 +333,12 @@ def quality_line(summary: dict) -> str:
 
 
 def parity_sample(v: dict) -> str:
-    """'5,000 examples in 3.2 s': what a variant's parity read and how long it took."""
-    seconds = v.get("parity_seconds")
-    timing = f" in {seconds:.2f} s" if seconds is not None else ""
-    return f"{v.get('n', 0):,} examples{timing}"
+    """'5,000 raw rows, LiteRT 1 thread (not shipped)': what a variant's parity read, how the
+    latency was timed, and whether it ships."""
+    threads = v.get("latency_threads")
+    on = f", LiteRT {threads} thread{'s' if threads != 1 else ''}" if threads else ""
+    shipped = " (not shipped)" if v.get("shipped") is False else ""
+    return f"{v.get('n', 0):,} raw rows{on}{shipped}"
 
 
 def tflite_rows(summary: dict) -> list[str]:
@@ -350,6 +352,9 @@ def tflite_rows(summary: dict) -> list[str]:
     for name, v in variants.items():
         if not v.get("converted"):
             lines.append(f"| {name} | failed: {v['error']} | | | | | |")
+            continue
+        if "n" not in v:
+            lines.append(f"| {name} | {v['size_bytes'] / 1024:.1f} | not run on LiteRT | | | |")
             continue
         figures = (
             f"{v['mae']:.4g} | {v['max_rel_diff']:.2%}"

@@ -241,6 +241,7 @@ def mark_tflite_outcomes(tflite: dict, rules: list[dict]) -> None:
         rule = by_name.get(f"tflite_{name}")
         if rule:
             variant["passed"], variant["outcome"] = rule["passed"], rule["outcome"]
+            variant["shipped"] = rule["passed"] and rule["outcome"] != "not shipped"
 
 
 def build_summary(
@@ -287,7 +288,9 @@ def build_summary(
     # The gate's figure: the precision ratio where it was measured, else the recipe ratio.
     speedup = record[record["gate_uses"]]["ratio"]
     # The TFLite variants of the twin that shipped (the AMP twin's where none did).
-    edge = (fp32 if shipped == "float32" else amp).get("tflite", {})
+    twin = "float32" if shipped == "float32" else "amp"
+    measured_on_device = (decision.get("tflite") or {}).get(twin)
+    edge = measured_on_device or (fp32 if shipped == "float32" else amp).get("tflite", {})
     mark_tflite_outcomes(edge, decision["rules"])
     return {
         "status": status,
@@ -417,7 +420,7 @@ def exports(pushed_path: str | None, report: dict) -> dict:
     variants = {}
     for name, r in report.get("variants", {}).items():
         v = dict(r)
-        if pushed_path and r.get("path"):
+        if pushed_path and r.get("path") and r.get("shipped") is not False:
             v["path"] = str(Path(pushed_path) / "tflite" / Path(r["path"]).name)
         variants[name] = v
     return {

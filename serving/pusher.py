@@ -32,17 +32,20 @@ def versions(base: Path) -> list[int]:
     return sorted(int(p.name) for p in base.iterdir() if p.is_dir() and p.name.isdigit())
 
 
-def publish(source: Path, base: Path, now: float | None = None) -> Path:
+def publish(
+    source: Path, base: Path, now: float | None = None, left_out: tuple[str, ...] = ()
+) -> Path:
     """Copies `source` to a hidden sibling, then renames it to `base/<version>`.
 
     The version is the current Unix time, or one more than the newest version present,
-    whichever is larger. Returns the version folder.
+    whichever is larger. Returns the version folder. Files named in `left_out` (the TFLite
+    variants the gate did not pass) are not copied.
     """
     base.mkdir(parents=True, exist_ok=True)
     present = versions(base)
     version = max(int(now if now is not None else time.time()), (present[-1] + 1) if present else 0)
     staging = base / f"{PARTIAL_PREFIX}{version}-{uuid.uuid4().hex[:8]}"
-    shutil.copytree(source, staging)
+    shutil.copytree(source, staging, ignore=shutil.ignore_patterns(*left_out) if left_out else None)
     try:
         for _ in range(1000):
             target = base / str(version)
@@ -63,8 +66,9 @@ def publish(source: Path, base: Path, now: float | None = None) -> Path:
         shutil.rmtree(staging, ignore_errors=True)  # gone after a rename; removed otherwise
 
 
-def publish_remote(source: str, base: str) -> str:
-    """Object-store push (no atomic rename): a straight copy, as TFX's Pusher does."""
+def publish_remote(source: str, base: str, left_out: tuple[str, ...] = ()) -> str:
+    """Object-store push (no atomic rename): a straight copy, as TFX's Pusher does, then the
+    `left_out` files removed from it before the push is reported."""
     import tensorflow as tf
     from tfx.utils import io_utils
 
@@ -76,6 +80,9 @@ def publish_remote(source: str, base: str) -> str:
     version = max(int(time.time()), (max(present) + 1) if present else 0)
     target = f"{base.rstrip('/')}/{version}"
     io_utils.copy_dir(source, target)
+    for name in left_out:
+        for path in tf.io.gfile.glob(f"{target}/tflite/{name}"):
+            tf.io.gfile.remove(path)
     return target
 
 
@@ -109,6 +116,17 @@ def blessed_model(models: list, model_blessing) -> object:
     )
 
 
+def left_out_files(model_blessing) -> tuple[str, ...]:
+    """The files of the TFLite variants the gate did not pass (`tflite_not_shipped`, a comma
+    list of variants): they are not pushed."""
+    if not model_blessing.has_custom_property("tflite_not_shipped"):
+        return ()
+    variants = [
+        v for v in model_blessing.get_string_custom_property("tflite_not_shipped").split(",") if v
+    ]
+    return tuple(f"model_{v}.{ext}" for v in variants for ext in ("tflite", "json"))
+
+
 @tfx.dsl.components.component
 def Pusher(  # noqa: N802 - TFX component names are classes
     model: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.Model],
@@ -127,10 +145,11 @@ def Pusher(  # noqa: N802 - TFX component names are classes
         return
     shipped = blessed_model([model, fp32_model], model_blessing)
     source = os.path.join(shipped.uri, names.SERVING_MODEL_DIR)
+    left_out = left_out_files(model_blessing)
     if "://" in push_base:
-        target = publish_remote(source, push_base)
+        target = publish_remote(source, push_base, left_out)
     else:
-        target = str(publish(Path(source), Path(push_base)))
+        target = str(publish(Path(source), Path(push_base), left_out=left_out))
     logger.info("Pushed %s to %s", source, target)
     pushed_model.set_int_custom_property("pushed", 1)
     pushed_model.set_string_custom_property("pushed_destination", target)

@@ -6,7 +6,9 @@ Signatures:
   own units: the model's standardised output times DataSpec's label_std plus its label_mean).
   Preprocessing runs inside, so serving cannot skew from training.
 - `predict_raw`: one tensor per raw feature (the label excluded; [batch] for scalars,
-  [batch, n] for vectors) -> the same outputs. For REST JSON clients.
+  [batch, n] for vectors) -> the same outputs. For REST JSON clients, MLflow and the gate's
+  device parity. In an optional column NaN (floats) and -2**63 (integers) are missing cells,
+  imputed as Transform does, as the TFLite models take them.
 - `transform_features`: serialized raw `tf.Example` (label included) -> Transform's outputs.
   TFMA calls it to get the class-id label (EvalConfig `preprocessing_function_names`).
 - `predict_features`: the Transform output `x` (float32 [batch, width]) -> the same outputs:
@@ -33,6 +35,7 @@ from amp_pipeline.core.names import (
     CLASSES,
     FEATURES_KEY,
     FEATURES_SIGNATURE,
+    INT64_MISSING,
     PREDICTIONS,
     PROBABILITIES,
     RAW_SIGNATURE,
@@ -46,6 +49,15 @@ def _raw_shape(spec) -> list:
     if isinstance(spec, tf.io.FixedLenFeature) and list(spec.shape) != [1]:
         return [None, *spec.shape]
     return [None]
+
+
+def present_mask(value: tf.Tensor) -> tf.Tensor:
+    """[batch] bool: which values of a raw [batch] column are cells, not missing."""
+    if value.dtype.is_floating:
+        return tf.logical_not(tf.math.is_nan(value))
+    if value.dtype.is_integer:
+        return tf.not_equal(value, tf.constant(INT64_MISSING, value.dtype))
+    return tf.ones_like(value, tf.bool)
 
 
 class ServingModule(tf.Module):
@@ -96,10 +108,13 @@ class ServingModule(tf.Module):
         for name, spec in self._serving_spec.items():
             value = features[name]
             if isinstance(spec, tf.io.VarLenFeature):
-                # Every example has its one value: a sparse tensor with all positions present.
+                # One value per example, where present: NaN (floats) and INT64_MISSING
+                # (integers) are missing cells, as a device feeds them (device_graph.py).
                 n = tf.shape(value, out_type=tf.int64)[0]
-                indices = tf.stack([tf.range(n), tf.zeros([n], tf.int64)], axis=1)
-                value = tf.SparseTensor(indices, value, [n, 1])
+                present = present_mask(value)
+                rows = tf.boolean_mask(tf.range(n), present)
+                indices = tf.stack([rows, tf.zeros_like(rows)], axis=1)
+                value = tf.SparseTensor(indices, tf.boolean_mask(value, present), [n, 1])
             elif list(spec.shape) == [1]:
                 value = tf.reshape(value, [-1, 1])
             raw[name] = value

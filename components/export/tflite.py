@@ -4,8 +4,9 @@ Mixed-precision graphs do not convert (`invalid TFLite type: 'tensor<16xbf16>'`)
 the converter always reads a float32 rebuild of the model: same architecture, same weights (the
 variables of a mixed-precision model are float32 already).
 
-The TFLite models take the Transform output `x` (the preprocessed feature vector); a sidecar
-`<variant>.json` and `labels.txt` describe inputs and classes.
+The TFLite models take the raw columns (components/export/device_graph.py: Transform's work is in
+the graph, builtin ops only); a sidecar `model_<variant>.json` says what each input is, and
+`labels.txt` the classes, in the order of the `probabilities` output.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import time
 from pathlib import Path
 
 import numpy as np
@@ -55,9 +55,17 @@ class ParityThresholds:
 
 
 def _converter(saved_model_dir: str, variant: str, representative):
+    """The TFLite converter of one variant, builtin ops only (what Android, iOS and
+    microcontrollers run; no Flex). int8 quantizes inside the graph: its inputs and outputs
+    stay float (or strings, or int64), so an app needs no quantization parameters."""
     import tensorflow as tf
 
-    converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir)
+    from amp_pipeline.components.export.device_graph import SIGNATURE
+
+    converter = tf.lite.TFLiteConverter.from_saved_model(
+        saved_model_dir, signature_keys=[SIGNATURE]
+    )
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     if variant == "float16":
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
         converter.target_spec.supported_types = [tf.float16]
@@ -66,9 +74,10 @@ def _converter(saved_model_dir: str, variant: str, representative):
     elif variant == "int8":
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
         converter.representative_dataset = representative
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        converter.inference_input_type = tf.int8
-        converter.inference_output_type = tf.int8
+        converter.target_spec.supported_ops = [
+            tf.lite.OpsSet.TFLITE_BUILTINS_INT8,
+            tf.lite.OpsSet.TFLITE_BUILTINS,  # the lookups and string inputs stay as they are
+        ]
     elif variant != "float32":
         raise ValueError(
             f"Invalid value for argument variant: expected one of {', '.join(VARIANTS)}. "
@@ -77,72 +86,30 @@ def _converter(saved_model_dir: str, variant: str, representative):
     return converter
 
 
-BATCH = 256  # rows per interpreter call in the parity checks (latency is timed one at a time)
 # Parity is measured on the first PARITY_EXAMPLES of the eval split by default
 # (--tflite-parity-examples): at 5,000 a 100% agreement proves the 99.5% floor, and a BERT-base
 # encoder at ~50 ms a call checks each variant in minutes, not hours.
 PARITY_EXAMPLES = 5_000
 
 
-class TFLiteRunner:
-    """Runs a .tflite file on float inputs, quantizing and dequantizing where the model is int8."""
+class LiteRTRunner:
+    """A .tflite file's device signature in the LiteRT interpreter (ai-edge-litert, the runtime
+    an app ships; not tf.lite), fed one row at a time as a device feeds it. XNNPACK is LiteRT's
+    default CPU delegate; `threads` is its thread count."""
 
-    def __init__(self, path: str | Path):
-        import tensorflow as tf
+    def __init__(self, path: str | Path, threads: int = 1):
+        from ai_edge_litert.interpreter import Interpreter
 
-        self.interpreter = tf.lite.Interpreter(model_path=str(path))
-        self.interpreter.allocate_tensors()
-        self.input = self.interpreter.get_input_details()[0]
-        self.output = self.interpreter.get_output_details()[0]
+        from amp_pipeline.components.export.device_graph import SIGNATURE
 
-    def _quantize(self, x: np.ndarray) -> np.ndarray:
-        scale, zero = self.input["quantization"]
-        if self.input["dtype"] in (np.int8, np.uint8) and scale:
-            info = np.iinfo(self.input["dtype"])
-            q = np.round(x / scale + zero)
-            return np.clip(q, info.min, info.max).astype(self.input["dtype"])
-        return x.astype(self.input["dtype"])
+        self.threads = threads
+        self.interpreter = Interpreter(model_path=str(path), num_threads=threads)
+        self.runner = self.interpreter.get_signature_runner(SIGNATURE)
+        self.output = next(iter(self.runner.get_output_details()))
 
-    def _dequantize(self, y: np.ndarray) -> np.ndarray:
-        scale, zero = self.output["quantization"]
-        if self.output["dtype"] in (np.int8, np.uint8) and scale:
-            return (y.astype(np.float32) - zero) * scale
-        return y.astype(np.float32)
-
-    def predict_one(self, x: np.ndarray) -> np.ndarray:
-        self.interpreter.set_tensor(self.input["index"], self._quantize(x[None, :]))
-        self.interpreter.invoke()
-        return self._dequantize(self.interpreter.get_tensor(self.output["index"]))[0]
-
-    def predict_batched(self, xs: np.ndarray, batch: int = BATCH) -> np.ndarray:
-        """Outputs for every row, `batch` rows per interpreter call (the input resized; the
-        models take [None, width]); one row at a time where the model cannot be resized."""
-        index = self.input["index"]
-        try:
-            outputs = []
-            for start in range(0, len(xs), batch):
-                rows = xs[start : start + batch]
-                self.interpreter.resize_tensor_input(index, [len(rows), xs.shape[1]])
-                self.interpreter.allocate_tensors()
-                self.interpreter.set_tensor(index, self._quantize(rows))
-                self.interpreter.invoke()
-                outputs.append(self._dequantize(self.interpreter.get_tensor(self.output["index"])))
-        except (ValueError, RuntimeError):
-            logger.info("TFLite model not resizable: one example per call")
-            outputs = [self.predict(xs)[0]]
-        finally:
-            self.interpreter.resize_tensor_input(index, [1, xs.shape[1]])
-            self.interpreter.allocate_tensors()
-        return np.concatenate(outputs) if outputs else np.zeros((0, 0), np.float32)
-
-    def predict(self, xs: np.ndarray) -> tuple[np.ndarray, float]:
-        """Probabilities for every row, and the median latency per example in milliseconds."""
-        outputs, seconds = [], []
-        for x in xs:
-            t0 = time.perf_counter()
-            outputs.append(self.predict_one(x))
-            seconds.append(time.perf_counter() - t0)
-        return np.stack(outputs), float(np.median(seconds) * 1000.0)
+    def __call__(self, feed: dict) -> np.ndarray:
+        """The output (probabilities, or the prediction) of one row's inputs."""
+        return np.asarray(self.runner(**feed)[self.output], np.float32).reshape(-1)
 
 
 def parity(probs: np.ndarray, reference: np.ndarray, labels: np.ndarray) -> dict[str, float]:
@@ -186,105 +153,54 @@ def regression_parity(
 
 
 def export_tflite(
-    float32_saved_model: str,
+    device_saved_model: str,
     out_dir: str | Path,
-    eval_x: np.ndarray,
-    eval_y: np.ndarray,
-    reference_probs: np.ndarray,
-    representative_x: np.ndarray,
-    class_names: list[str],
-    input_description: dict,
+    representative: list[dict],
+    sidecar: dict,
     variants: tuple[str, ...] = VARIANTS,
     thresholds: ParityThresholds | None = None,
-    latency_examples: int = 200,
-    label_scale: tuple[float, float] | None = None,
+    parity_examples: int = PARITY_EXAMPLES,
 ) -> dict:
-    """Converts each variant and measures it on the eval split against the reference (the
-    exported serving SavedModel's probabilities): the counts the gate's TFLite rules decide on
-    (components/gate/rules.py::tflite_rules). A variant that fails to convert is reported with
-    the converter's reason.
-
-    For a regression label, `label_scale` is (label_mean, label_std): the TFLite models output
-    the standardised label, `reference_probs` and `eval_y` are in the label's units, and each
-    variant's predictions are compared with them there (regression_parity).
-    """
+    """Converts each variant of the device graph (components/export/device_graph.py) into
+    `out_dir/model_<variant>.tflite` with its sidecar `model_<variant>.json` (`sidecar`: the
+    inputs and output, the same for every variant). The parity is measured by the gate, on
+    raw eval rows through LiteRT (components/export/device_parity.py). A variant that fails to
+    convert is reported with the converter's reason."""
     thresholds = thresholds or ParityThresholds()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if label_scale is None:
-        (out / "labels.txt").write_text("\n".join(class_names) + "\n")
-        reference = {
-            "accuracy": float(np.mean(reference_probs.argmax(axis=1) == eval_y)),
-            "examples": int(len(eval_y)),
-        }
-    else:
-        reference = {
-            "mae": float(np.mean(np.abs(reference_probs - eval_y))),
-            "examples": int(len(eval_y)),
-        }
 
-    def representative():
-        for row in representative_x[:200]:
-            yield [row[None, :].astype(np.float32)]
+    def calibration():
+        yield from representative[:200]
 
     results = {}
     for variant in variants:
         path = out / f"model_{variant}.tflite"
         try:
-            path.write_bytes(_converter(float32_saved_model, variant, representative).convert())
+            path.write_bytes(_converter(device_saved_model, variant, calibration).convert())
         except Exception as e:  # noqa: BLE001 - a failed variant is reported, not raised
             reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             logger.warning("TFLite %s failed to convert: %s", variant, reason)
             results[variant] = {"converted": False, "error": reason}
             continue
-        runner = TFLiteRunner(path)
-        started = time.perf_counter()
-        probs = runner.predict_batched(eval_x)
-        parity_s = time.perf_counter() - started
-        _, latency = runner.predict(eval_x[:latency_examples])
-        if label_scale is None:
-            measured = parity(probs, reference_probs, eval_y)
-        else:
-            predicted = probs.reshape(-1).astype(np.float64) * label_scale[1] + label_scale[0]
-            measured = regression_parity(predicted, reference_probs, eval_y, label_scale[1])
-        result = {
+        results[variant] = {
             "converted": True,
             "path": str(path),
             "size_bytes": path.stat().st_size,
-            **measured,
-            "latency_ms": latency,
-            "parity_seconds": parity_s,
-            "input_dtype": np.dtype(runner.input["dtype"]).name,
         }
-        results[variant] = result
-        sidecar = {
-            "variant": variant,
-            "input": {
-                **input_description,
-                "tensor_dtype": result["input_dtype"],
-                "quantization": list(runner.input["quantization"]),
-            },
-            "output": {
-                "name": names.PROBABILITIES,
-                "classes": class_names,
-                "labels_file": "labels.txt",
-            }
-            if label_scale is None
-            else {
-                "name": names.PREDICTIONS,
-                "standardised": True,
-                "label_mean": label_scale[0],
-                "label_std": label_scale[1],
-                "to_label_units": "prediction = output * label_std + label_mean",
-            },
-        }
-        path.with_suffix(".json").write_text(json.dumps(sidecar, indent=2))
+        card = {"variant": variant, "signature": _signature_name(), **sidecar}
+        path.with_suffix(".json").write_text(json.dumps(card, indent=2))
     summary = {
-        "reference": reference,
-        "sample": f"the first {len(eval_y)} examples of the eval split",
-        "task": "classification" if label_scale is None else "regression",
+        "task": sidecar["output"].get("task", "classification"),
         "thresholds": dataclasses.asdict(thresholds),
+        "parity_examples": parity_examples,  # how many raw eval rows the gate runs through LiteRT
         "variants": results,
     }
     (out / names.TFLITE_REPORT_JSON).write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def _signature_name() -> str:
+    from amp_pipeline.components.export.device_graph import SIGNATURE
+
+    return SIGNATURE

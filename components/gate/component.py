@@ -276,25 +276,32 @@ def edge_rules(
     examples_uri: str,
     cfg,
     regression: bool,
-    check_tokenizer: bool = True,
+    label: str,
+    check_device: bool = True,
 ) -> tuple:
-    """One twin's rules on what it ships: each TFLite variant's parity, the device tokenizer and
-    encoder (text, category and bag features; not checked for a twin that cannot ship), and the
-    infra validation of its SavedModel."""
-    tokenizer = (
-        text_parity.check(
-            serving_dir,
-            gate_evidence.raw_eval_examples(examples_uri, text_parity.sample_size(figures)),
-        )
-        if check_tokenizer and text_parity.has_device_encoding(serving_dir)
-        else None
-    )
+    """One twin's rules on what it ships: each TFLite variant's parity as a device runs it (raw
+    eval rows through LiteRT against predict_raw: components/export/device_parity.py), the
+    device tokenizer (text), and the infra validation of its SavedModel. A twin that cannot
+    ship (`check_device` off) is not run on LiteRT: its variants read as not measured.
+    Returns (rules, the tokenizer check, the TFLite report)."""
+    from amp_pipeline.components.export import device_parity
+
+    trainer_report = figures.get("tflite") or {}
+    tokenizer = edge = None
+    if check_device:
+        examples = gate_evidence.raw_eval_examples(examples_uri, text_parity.sample_size(figures))
+        tokenizer = text_parity.check(serving_dir, examples)
+        edge = device_parity.check(serving_dir, examples, label, trainer_report)
     tflite_rules = gate_regression.tflite_rules if regression else gate_rules.tflite_rules
     return (
-        *tflite_rules(figures.get("tflite", {}), cfg.strict),
-        *gate_rules.tokenizer_rule(tokenizer),
-        gate_rules.serving_rule(serving),
-    ), tokenizer
+        (
+            *tflite_rules(edge if edge is not None else trainer_report, cfg.strict),
+            *gate_rules.tokenizer_rule(tokenizer),
+            gate_rules.serving_rule(serving),
+        ),
+        tokenizer,
+        edge,
+    )
 
 
 def pipeline_outputs(result: dict) -> dict:
@@ -332,6 +339,20 @@ def set_outputs(artifact: Artifact, outputs: dict) -> None:
             artifact.set_float_custom_property(key, value)
 
 
+def not_shipped_variants(result: dict) -> list[str]:
+    """The shipped twin's TFLite variants whose rule says not shipped (an int8 variant that
+    missed its thresholds: the twin ships without it)."""
+    shipped = result.get("shipped_precision")
+    twin = (
+        (result.get("twins") or {}).get(shipped) if shipped in (twins.AMP, twins.FLOAT32) else None
+    )
+    rules = (twin or result).get("rules", [])
+    return sorted(
+        r["name"].removeprefix("tflite_") for r in rules
+        if r["name"].startswith("tflite_") and r.get("outcome") == gate_rules.NOT_SHIPPED
+    )  # fmt: skip
+
+
 def write_decision(decision: Artifact, result: dict) -> None:
     os.makedirs(decision.uri, exist_ok=True)
     with open(os.path.join(decision.uri, names.DECISION_JSON), "w") as f:
@@ -356,6 +377,10 @@ def write_blessing(blessing: Artifact, result: dict, shipped: Artifact) -> None:
     blessing.set_string_custom_property("shipped_precision", result["shipped_precision"])
     blessing.set_string_custom_property("current_model", shipped.uri)
     blessing.set_int_custom_property("current_model_id", shipped.id)
+    # The Pusher leaves these TFLite variants out (serving/pusher.py::left_out_files).
+    blessing.set_string_custom_property(
+        "tflite_not_shipped", ",".join(result["tflite_not_shipped"])
+    )
     set_outputs(blessing, pipeline_outputs(result))
 
 
@@ -414,8 +439,10 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
     models = (amp_serving, fp32_serving, production_serving_dir(production_blessing))
     speed_result = _read_json(speed.uri, names.SPEED_JSON)
     serving = _read_json(infra_blessing.uri, infra_validation.REPORT)
-    amp_extra, tokenizer = edge_rules(amp, amp_serving, serving, examples.uri, cfg, regression)
-    fp32_checks: dict = {"serving": None, "tokenizer": None}
+    amp_extra, tokenizer, amp_edge = edge_rules(
+        amp, amp_serving, serving, examples.uri, cfg, regression, label
+    )
+    fp32_checks: dict = {"serving": None, "tokenizer": None, "tflite": None}
 
     def fp32_extra(amp_passed: bool) -> tuple:
         """The float32 twin's serving, tokenizer and TFLite rules. It is served (the local
@@ -429,8 +456,8 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
         else:
             why = "the AMP twin passed" if amp_passed else "--require-amp"
             report = {"skipped": f"not served: the float32 twin cannot ship ({why})"}
-        rules, fp32_checks["tokenizer"] = edge_rules(
-            fp32, fp32_serving, report, examples.uri, cfg, regression, check_tokenizer=may_ship
+        rules, fp32_checks["tokenizer"], fp32_checks["tflite"] = edge_rules(
+            fp32, fp32_serving, report, examples.uri, cfg, regression, label, check_device=may_ship
         )
         fp32_checks["serving"] = report
         return rules
@@ -467,6 +494,9 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
         fp32_serving=fp32_checks["serving"],
         tokenizer=tokenizer,
         fp32_tokenizer=fp32_checks["tokenizer"],
+        # Each twin's TFLite variants as a device ran them (None: not run, the twin could not ship).
+        tflite={twins.AMP: amp_edge, twins.FLOAT32: fp32_checks["tflite"]},
+        tflite_not_shipped=not_shipped_variants(result),
         already_in_production=shipped is not None and production_id == shipped.id,
         tfma_failures={
             "fp32_baseline": tfma_failures(parity_evaluation.uri),

@@ -25,6 +25,8 @@ from amp_pipeline.components.gate.rules import (
     decision_of,
     from_evidence,
     min_speedup,
+    unmeasured_rule,
+    variant_rule,
 )
 
 
@@ -107,7 +109,8 @@ def production_regression(
 
 
 def tflite_rules(report: dict, strict: bool = False) -> tuple[Rule, ...]:
-    """One rule per TFLite variant: its absolute errors paired with the SavedModel's."""
+    """One rule per TFLite variant: its absolute errors paired with the SavedModel's, on raw
+    eval rows through LiteRT (an int8 variant that misses its tolerance is not shipped)."""
     thresholds = report.get("thresholds", {})
     rules = []
     for variant, r in report.get("variants", {}).items():
@@ -118,8 +121,9 @@ def tflite_rules(report: dict, strict: bool = False) -> tuple[Rule, ...]:
             else 1.0 - thresholds.get("min_agreement", 0.995)
         )
         name = f"tflite_{variant}"
-        if not r["converted"]:
-            rules.append(Rule(name, None, tolerance, False, f"conversion failed: {r['error']}"))
+        missing = unmeasured_rule(name, r, tolerance)
+        if missing is not None:
+            rules.append(missing)
             continue
         pairs = error_stats.ErrorPairs(
             n=r["n"],
@@ -131,9 +135,10 @@ def tflite_rules(report: dict, strict: bool = False) -> tuple[Rule, ...]:
         evidence = error_stats.error_parity(pairs, tolerance, strict, f"{variant} TFLite")
         evidence["reason"] += (
             f"; predictions differ from the SavedModel's by at most {r['max_abs_diff']:.4g} "
-            f"({r['max_rel_diff']:.2%})"
+            f"({r['max_rel_diff']:.2%}); within 1% of the label's std on "
+            f"{r.get('within_1pct_std', float('nan')):.2%} of the rows"
         )
-        rules.append(from_evidence(name, evidence, tolerance))
+        rules.append(variant_rule(name, variant, r, from_evidence(name, evidence, tolerance)))
     return tuple(rules)
 
 

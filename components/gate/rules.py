@@ -365,21 +365,49 @@ RULES = (accuracy_parity, min_accuracy, beats_majority, production_regression, m
 FLOAT32_RULES = (min_accuracy, beats_majority, production_regression)
 
 
+NOT_SHIPPED = "not shipped"  # an int8 TFLite variant that missed its thresholds
+
+
+def variant_rule(name: str, variant: str, r: dict, evidence_rule: Rule) -> Rule:
+    """A TFLite variant's rule as the gate applies it: float32 and float16 are the device
+    deployment (one that fails rejects the twin); an int8 variant that fails is left out of the
+    push and the twin ships without it (outcome "not shipped", the reason kept)."""
+    if variant not in ("int8", "dynamic_int8") or evidence_rule.passed:
+        return evidence_rule
+    return dataclasses.replace(
+        evidence_rule,
+        passed=True,
+        outcome=NOT_SHIPPED,
+        detail=f"not shipped (the twin ships without it): {evidence_rule.detail}",
+    )
+
+
+def unmeasured_rule(name: str, r: dict, threshold: float) -> Rule | None:
+    """The rule of a variant that failed to convert or was not run; None when it was measured."""
+    if not r.get("converted"):
+        return Rule(name, None, threshold, False, f"conversion failed: {r.get('error')}")
+    if "n" not in r:
+        return Rule(name, None, threshold, True, "not run on LiteRT: this twin cannot ship",
+                    skipped=True)  # fmt: skip
+    return None
+
+
 def tflite_rules(report: dict, strict: bool = False) -> tuple[Rule, ...]:
     """One rule per TFLite variant the user asked for: converted, and its parity rule met on
-    the evidence: float32/float16 agreement with the SavedModel (Wilson interval against the
-    floor), int8 accuracy paired with the SavedModel's (against the allowed drop).
-
-    `report` is amp_pipeline.components.export.tflite.export_tflite's result.
+    the evidence of raw eval rows run through LiteRT (components/export/device_parity.py):
+    float32/float16 agreement with the SavedModel's predict_raw (Wilson interval against the
+    floor), int8 accuracy paired with the SavedModel's (against the allowed drop; one that
+    misses it is not shipped, variant_rule).
     """
     thresholds = report.get("thresholds", {})
     rules = []
     for variant, r in report.get("variants", {}).items():
         int8 = variant in ("int8", "dynamic_int8")
         name = f"tflite_{variant}"
-        if not r["converted"]:
-            threshold = thresholds.get("max_int8_accuracy_drop" if int8 else "min_agreement", 0)
-            rules.append(Rule(name, None, threshold, False, f"conversion failed: {r['error']}"))
+        threshold = thresholds.get("max_int8_accuracy_drop" if int8 else "min_agreement", 0)
+        missing = unmeasured_rule(name, r, threshold)
+        if missing is not None:
+            rules.append(missing)
             continue
         if int8:
             drop = thresholds.get("max_int8_accuracy_drop", 0.0)
@@ -387,22 +415,23 @@ def tflite_rules(report: dict, strict: bool = False) -> tuple[Rule, ...]:
                 n=r["n"], b=r["only_variant_right"], c=r["only_reference_right"]
             )
             evidence = gate_stats.parity(pairs, drop, strict, f"{variant} TFLite")
-            rules.append(from_evidence(name, evidence, -drop))
+            rule = from_evidence(name, evidence, -drop)
         else:
             floor = thresholds.get("min_agreement", 1.0)
             evidence = gate_stats.rate_at_least(
                 r["agreeing"], r["n"], floor, strict, "agreement with the SavedModel"
             )
-            rules.append(from_evidence(name, evidence, floor))
+            rule = from_evidence(name, evidence, floor)
+        rule = dataclasses.replace(
+            rule, detail=f"{rule.detail}; largest probability difference {r['max_abs_diff']:.2g}"
+        )
+        rules.append(variant_rule(name, variant, r, rule))
     return tuple(rules)
 
 
 # The device encodings amp_pipeline.components.export.text_parity.check compares with Transform: the
 # rule each gets, what it encodes, its Python reference and the word for one checked value.
-DEVICE_ENCODINGS = (
-    ("tflite_tokenizer", ("text",), "tokenizer", "components/data/text.py", "texts"),
-    ("tflite_encoder", ("category", "bag"), "encoder", "components/data/categories.py", "values"),
-)
+DEVICE_ENCODINGS = (("tflite_tokenizer", ("text",), "tokenizer", "tflite/tokenizer.py", "texts"),)
 
 
 def tokenizer_rule(report: dict | None) -> tuple[Rule, ...]:
@@ -413,9 +442,6 @@ def tokenizer_rule(report: dict | None) -> tuple[Rule, ...]:
     model): no rule."""
     if not report:
         return ()
-    through = ", ".join(
-        f"{v} {r['agreeing']}/{r['n']}" for v, r in report["tflite_through_tokenizer"].items()
-    )
     rules = []
     for name, kinds, what, where, unit in DEVICE_ENCODINGS:
         features = [f for f in report["features"] if f.get("kind", "text") in kinds]
@@ -425,8 +451,7 @@ def tokenizer_rule(report: dict | None) -> tuple[Rule, ...]:
         identical = sum(f["identical"] for f in features)
         if identical == checked:
             detail = (
-                f"the device {what} ({where}) gives Transform's ids on all {checked} eval "
-                f"{unit}; TFLite on the device's ids agrees with the SavedModel: {through}"
+                f"the device {what} ({where}) gives Transform's ids on all {checked} eval {unit}"
             )
         else:
             bad = next(f for f in features if f["identical"] < f["checked"])

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from amp_pipeline.components.training.datasets import dataset_arrays, make_dataset, train_dataset
+from amp_pipeline.components.training.datasets import make_dataset, train_dataset
 from amp_pipeline.components.training.fitting import (
     check_readiness,
     train_first_seed,
@@ -52,9 +52,7 @@ def train_and_export(spec: TrainSpec, strategy=None) -> dict:
     xla, xla_fallback = xla_after_readiness(spec, readiness)
     trained = train_first_seed(spec, strategy, train_ds, eval_ds, xla)
     serving, layers = export_checked(spec, trained["model"], readiness, trained["dtype_warnings"])
-    eval_x, eval_y = dataset_arrays(eval_ds, spec.tflite_parity_examples)
-    tflite = export_edge_models(spec, trained["model"], train_ds, eval_x, eval_y)
-    del eval_x, eval_y
+    tflite = export_edge_models(spec, trained["model"], train_ds)
     reference = reference_baseline(spec, eval_ds) if is_regression(spec) else None
     category_figures = category_coverage(spec, eval_ds)
     seed_runs = predict_every_seed(spec, xla, eval_ds, serving, trained, strategy, reference)

@@ -28,116 +28,51 @@ from amp_pipeline.core import names
 logger = logging.getLogger(__name__)
 
 
-def served_outputs(saved_model_dir: str, x: np.ndarray, batch: int = 1024) -> np.ndarray:
-    """The probabilities (for regression: the predictions, in the label's units) the exported
-    serving SavedModel itself gives the Transform output `x` (its predict_features signature,
-    read back from disk)."""
-    import tensorflow as tf
-
-    serve = tf.saved_model.load(saved_model_dir).signatures[names.FEATURES_SIGNATURE]
-    key = (
-        names.PREDICTIONS if names.PREDICTIONS in serve.structured_outputs else names.PROBABILITIES
-    )
-    out = [
-        serve(x=tf.constant(x[i : i + batch], tf.float32))[key].numpy()
-        for i in range(0, len(x), batch)
-    ]
-    return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
+EDGE_KIT = ("edge_rows.py", "tokenizer.py")  # the pure-Python files that ship beside the models
 
 
-def export_edge_models(spec: TrainSpec, model, train_ds, eval_x, eval_y) -> dict:
-    """TFLite variants under `<serving_model_dir>/tflite/`, with parity on the eval split
-    against the exported serving SavedModel (what TF Serving answers), read back from disk."""
+def export_edge_models(spec: TrainSpec, model, train_ds) -> dict:
+    """TFLite variants under `<serving_model_dir>/tflite/`: the device graph (raw columns in,
+    components/export/device_graph.py) converted per variant, with the sidecars, labels.txt, the
+    vocabularies and the pure-Python kit an app builds its inputs with (edge_rows.py, and
+    tokenizer.py for text). The gate measures their parity on raw eval rows through LiteRT."""
+    import shutil
+
+    from amp_pipeline.components.data import text
+    from amp_pipeline.components.export import device_graph, edge_rows
     from amp_pipeline.components.export.tflite import ParityThresholds, export_tflite
     from amp_pipeline.core.data_spec import DataSpec
 
     data = DataSpec.from_dict(spec.data_spec)
     out = Path(spec.serving_model_dir) / "tflite"
-    shipped = ship_vocabularies(spec, data, out)  # with the model, TFLite or not
+    out.mkdir(parents=True, exist_ok=True)
+    custom = bool(spec.model_module and spec.model_module.get("preprocessing"))
+    reference = float32_rebuild(spec, model)
+    graph = device_graph.DeviceGraph(
+        reference,
+        spec.transform_output,
+        data,
+        x_width=model_spec(spec).input_width if custom else None,
+    )
+    device_graph.write_vocabularies(graph.inputs, out)  # with the model, TFLite or not
+    shutil.copyfile(edge_rows.__file__, out / EDGE_KIT[0])
+    if data.text_features and not custom:
+        shutil.copyfile(text.__file__, out / EDGE_KIT[1])
+    if not data.regression:
+        (out / "labels.txt").write_text("\n".join(data.classes) + "\n")
     if not spec.tflite_variants:
         return {"variants": {}}
-    reference = float32_rebuild(spec, model)
-    keras_dir = str(Path(spec.model_run_dir) / "keras_float32")
-    reference.export(keras_dir, verbose=False)
+    saved = graph.write(Path(spec.model_run_dir) / "device_float32")
     train_x, _ = dataset_arrays(train_ds, 200)
     return export_tflite(
-        keras_dir,
+        saved,
         out,
-        eval_x,
-        label_units(spec, eval_y) if data.regression else eval_y,
-        served_outputs(spec.serving_model_dir, eval_x),
-        train_x,
-        list(data.classes),
-        {
-            "name": "x",
-            "shape": [None, int(eval_x.shape[1])],
-            "dtype": "float32",
-            "preprocessing": "the Transform output `x` (see the SavedModel's "
-            "transform_features signature): images divided by their pixel scale, numeric "
-            "features standardised, strings one-hot, categories as their vocabulary ids (see "
-            "`categories`), text as token ids (components/data/"
-            "text.py: tokenise, look up in the vocabulary file, pad or cut)",
-            "image_shape": list(data.image_shape) if data.image_shape else None,
-            "text": [v for v in shipped if v.get("kind") not in ("category", "bag")],
-            "categories": [v for v in shipped if v.get("kind") in ("category", "bag")],
-        },
+        device_graph.inputs_from_x(graph, train_x),
+        graph.sidecar(),
         variants=tuple(spec.tflite_variants),
         thresholds=ParityThresholds(spec.tflite_min_agreement, spec.tflite_max_int8_drop),
-        label_scale=(data.label_mean, data.label_std) if data.regression else None,
+        parity_examples=spec.tflite_parity_examples,
     )
-
-
-def ship_vocabularies(spec: TrainSpec, data, out: Path) -> list[dict]:
-    """Copies each text feature's vocabulary (`vocab_<feature>.txt`), each categorical
-    feature's (`categories_<feature>.txt`) and each multi-valued feature's (`bag_<feature>.txt`)
-    from Transform's output next to the TFLite models and says where their ids sit in `x`
-    (the sidecar's `text`, and `categories` for the others: `kind` "category" or "bag", with
-    the `rule` that gives their ids: components/data/categories.py)."""
-    import shutil
-
-    import tensorflow_transform as tft
-
-    from amp_pipeline.components.data import categories, preprocessing, text
-
-    if not data.text_features and not data.categorical_features and not data.bag_features:
-        return []
-    out.mkdir(parents=True, exist_ok=True)
-    transform = tft.TFTransformOutput(spec.transform_output)
-    slices = {name: (start, stop) for name, start, stop in preprocessing.feature_slices(data)}
-
-    def ship(name: str, vocab: str, prefix: str, **facts) -> dict:
-        target = out / f"{prefix}_{name}.txt"
-        shutil.copyfile(transform.vocabulary_file_by_name(vocab), target)
-        size = len(text.read_vocabulary(target))
-        return {
-            "feature": name,
-            "column": data.original_name(name),
-            "x_columns": list(slices[name]),
-            "vocabulary_file": target.name,
-            "vocabulary_size": size,
-            **{k: v(size) if callable(v) else v for k, v in facts.items()},
-        }
-
-    return [
-        *(
-            ship(name, preprocessing.bag_vocab(name), "bag", kind="bag",
-                 separator=data.bag_separator, values_kept=length, rule=categories.BAG_RULE,
-                 padding_id=categories.MISSING_ID, oov_id=categories.oov_id)
-            for name, length in data.bag_features
-        ),
-        *(
-            ship(name, preprocessing.category_vocab(name), "categories", kind="category",
-                 rule=categories.CATEGORY_RULE, missing_id=categories.MISSING_ID,
-                 oov_id=categories.oov_id)
-            for name in data.categorical_features
-        ),
-        *(
-            ship(name, preprocessing.vocab_filename(name), "vocab", max_tokens=data.max_tokens,
-                 padding_id=text.PAD_ID, oov_id=text.oov_id,
-                 tokenizer="components/data/text.py: encode()")
-            for name in data.text_features
-        ),
-    ]  # fmt: skip
 
 
 def export_checked(

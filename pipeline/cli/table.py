@@ -118,6 +118,8 @@ def quality_rows(summary: dict) -> list[tuple[str, str, str]]:
 def tflite_line(name: str, v: dict) -> str:
     if not v.get("converted"):
         return f"  tflite       {name:<13} FAILED: {v['error']}"
+    if "n" not in v:
+        return f"  tflite       {name:<13} {v['size_bytes'] / 1024:8.1f} KiB  not run on LiteRT"
     quality = (
         f"MAE {v['mae']:.4g}  max diff {v['max_abs_diff']:.3g} ({v['max_rel_diff']:.2%})"
         if "mae" in v
@@ -125,7 +127,7 @@ def tflite_line(name: str, v: dict) -> str:
     )
     return (
         f"  tflite       {name:<13} {v['size_bytes'] / 1024:8.1f} KiB  {quality}  "
-        f"{v['latency_ms']:.3f} ms/example  parity on {parity_sample(v)}"
+        f"{v['latency_ms']:.3f} ms/row  parity on {parity_sample(v)}"
     )
 
 

@@ -289,14 +289,13 @@ class RunTracker:
         metrics = {}
         for name, v in summary["exports"].get("tflite", {}).items():
             metrics[f"tflite_{name}_converted"] = bool(v.get("converted"))
+            metrics[f"tflite_{name}_shipped"] = v.get("shipped", v.get("converted")) is not False
             for key in ("size_bytes", "accuracy", "agreement", "max_abs_diff", "latency_ms"):
                 if key in v:
                     metrics[f"tflite_{name}_{key}"] = v[key]
-            if v.get("converted") and Path(v["path"]).exists():
-                self.client.log_artifact(run, v["path"], "tflite")
         pushed = summary["exports"].get("saved_model")
-        for vocabulary in sorted(Path(pushed or "/nonexistent").glob("tflite/vocab_*.txt")):
-            self.client.log_artifact(run, str(vocabulary), "vocabulary")
+        if pushed and (Path(pushed) / "tflite").is_dir():  # what was pushed: models and kit
+            self.client.log_artifacts(run, str(Path(pushed) / "tflite"), "tflite")
         self._log(run, metrics=metrics)
         self._end(run)
         return run
