@@ -283,3 +283,92 @@ def write_eval_split(root: Path, n: int, feature: str = "v", label: str = "") ->
             example = tf.train.Example(features=tf.train.Features(feature=features))
             w.write(example.SerializeToString())
     return str(root)
+
+
+def litert_only_python(root: Path) -> Path:
+    """The python of a fresh Python 3.10 venv that holds ai-edge-litert and numpy and nothing
+    else (links to this venv's copies): what a device app has. TensorFlow does not import there."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    venv = root / "litert-venv"
+    python = venv / "bin" / "python"
+    if python.exists():
+        return python
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = Path(sysconfig.get_paths()["purelib"])
+    target = venv / "lib" / "python3.10" / "site-packages"
+    for name in ("ai_edge_litert", "numpy", "numpy.libs"):
+        (target / name).symlink_to(site / name)
+    probe = subprocess.run([str(python), "-c", "import tensorflow"], capture_output=True)
+    assert probe.returncode != 0, "TensorFlow imports in the LiteRT-only venv"
+    return python
+
+
+def run_edge_app(
+    python: Path, tflite: Path, rows: Path, variant: str = "float32"
+) -> list[list[str]]:
+    """examples/edge/predict.py under `python` on a CSV: each output line's fields."""
+    import subprocess
+
+    from tests.conftest import ROOT
+
+    result = subprocess.run(
+        [str(python), str(ROOT / "examples" / "edge" / "predict.py"), "--model", str(tflite),
+         "--csv", str(rows), "--variant", variant, "--probabilities"],
+        capture_output=True, text=True, timeout=300, cwd=tflite.parent,
+        env={"PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    return [line.split("\t") for line in result.stdout.splitlines()]
+
+
+def predict_raw_on_rows(saved_model: Path, rows: list[dict[str, str]]) -> np.ndarray:
+    """The SavedModel's predict_raw on CSV rows ({column: cell}, "" missing), the columns mapped
+    to features as the TFLite sidecar maps them: probabilities, or predictions."""
+    import json
+
+    import tensorflow as tf
+
+    from amp_pipeline.components.export.device_parity import raw_batch
+    from amp_pipeline.core import names
+
+    card = json.loads((Path(saved_model) / "tflite" / "model_float32.json").read_text())
+    pairs = [p for i in card["inputs"] for p in zip(i["columns"], i["features"], strict=True)]
+    cells = [{f: (r[c] if r[c] != "" else None) for c, f in pairs} for r in rows]
+    serve = tf.saved_model.load(str(saved_model)).signatures[names.RAW_SIGNATURE]
+    out = serve(**raw_batch(serve, cells))
+    key = names.PREDICTIONS if names.PREDICTIONS in out else names.PROBABILITIES
+    return out[key].numpy()
+
+
+def check_edge_app(
+    python: Path,
+    saved_model: Path,
+    rows: list[dict[str, str]],
+    csv_path: Path,
+    label_std: float | None = None,
+) -> dict:
+    """The edge app's answers (LiteRT alone, on the pushed tflite/ folder and the CSV) against
+    predict_raw's on the same rows, per shipped variant: agreement and largest difference."""
+    reference = predict_raw_on_rows(saved_model, rows)
+    out = {}
+    for model in sorted((Path(saved_model) / "tflite").glob("model_*.tflite")):
+        variant = model.stem.removeprefix("model_")
+        lines = run_edge_app(python, model.parent, csv_path, variant)
+        assert len(lines) == len(rows), (variant, len(lines))
+        if label_std is None:
+            probs = np.array([[float(v) for v in line[3:]] for line in lines])
+            out[variant] = {
+                "agreement": float(np.mean(probs.argmax(1) == reference.argmax(1))),
+                "max_diff": float(np.max(np.abs(probs - reference))),
+            }
+        else:
+            predicted = np.array([float(line[1]) for line in lines])
+            close = np.abs(predicted - reference) <= 0.01 * label_std
+            out[variant] = {
+                "within_1pct_std": float(np.mean(close)),
+                "max_diff": float(np.max(np.abs(predicted - reference))),
+            }
+    return out

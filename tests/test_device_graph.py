@@ -162,3 +162,34 @@ def test_a_float32_tflite_of_the_device_graph_answers_as_transform_then_the_mode
         runner = LiteRTRunner(out / f"model_{variant}.tflite")
         got = np.stack([runner(edge_rows.feed(card, _row(r), out)) for r in SERVED])
         np.testing.assert_allclose(got, expected, atol=tolerance)
+
+
+def test_a_litert_only_app_reads_the_table_from_csv_as_the_model_on_transforms_x(transformed):
+    """examples/edge/predict.py in a venv with ai-edge-litert and numpy only, on the folder as
+    the trainer ships it (models, sidecars, vocabularies, edge_rows.py, tokenizer.py) and a CSV
+    of raw rows with empty cells: the probabilities of the model on Transform's x."""
+    import shutil
+
+    from amp_pipeline.components.data import text
+    from amp_pipeline.components.export.tflite import export_tflite
+    from tests.helpers import litert_only_python, run_edge_app, write_csv
+
+    spec, transform_output, feature_spec, tmp = transformed
+    width = preprocessing.feature_width(spec)
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([keras.Input((width,)), keras.layers.Dense(3, activation="softmax")])
+    graph = device_graph.DeviceGraph(model, transform_output, spec)
+    out = tmp / "app" / "tflite"
+    out.mkdir(parents=True)
+    device_graph.write_vocabularies(graph.inputs, out)
+    shutil.copyfile(edge_rows.__file__, out / "edge_rows.py")
+    shutil.copyfile(text.__file__, out / "tokenizer.py")
+    x = _transform_x(transform_output, feature_spec, TRAIN)
+    export_tflite(graph.write(tmp / "app" / "device"), out, device_graph.inputs_from_x(graph, x),
+                  graph.sidecar(), variants=("float32",))  # fmt: skip
+    rows = [_row(r) for r in SERVED]
+    lines = run_edge_app(litert_only_python(tmp), out, write_csv(tmp / "app" / "rows.csv", rows))
+    expected = model.predict(_transform_x(transform_output, feature_spec, SERVED), verbose=0)
+    got = np.array([[float(v) for v in line[3:]] for line in lines])
+    np.testing.assert_allclose(got, expected, atol=2e-6)
+    assert [line[1] for line in lines] == [spec.classes[k] for k in expected.argmax(1)]

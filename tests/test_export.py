@@ -5,13 +5,15 @@ import numpy as np
 import pytest
 
 from amp_pipeline.components.data.ingest import prepare
+from amp_pipeline.components.export import device_graph
 from amp_pipeline.components.export.tflite import (
     VARIANTS,
+    LiteRTRunner,
     ParityThresholds,
-    TFLiteRunner,
     export_tflite,
+    parity,
 )
-from amp_pipeline.components.gate.rules import tflite_rules
+from amp_pipeline.components.gate.device_rules import tflite_rules
 from amp_pipeline.components.training.model_building import build_under_policy, float32_rebuild
 from amp_pipeline.components.training.options import TrainSpec
 from tests.helpers import digits_rows
@@ -90,47 +92,37 @@ def test_every_variant_converts_and_matches_the_savedmodel(
 
     reference = float32_rebuild(spec, model)
     assert all(w.dtype == "float32" for w in reference.weights)
-    saved = str(tmp_path / "keras_float32")
-    reference.export(saved, verbose=False)
+    # The device graph of `x` itself (what a module's own preprocessing ships): this test is
+    # about the policies' float32 rebuild converting, not about Transform.
+    graph = device_graph.DeviceGraph(reference, "", data, x_width=64)
+    saved = graph.write(tmp_path / "device")
     reference_probs = reference.predict(eval_x, verbose=0)
     report = export_tflite(
         saved,
         tmp_path / "tflite",
-        eval_x,
-        eval_y,
-        reference_probs,
-        train_x,
-        [str(i) for i in range(10)],
-        {"name": "x"},
+        device_graph.inputs_from_x(graph, train_x[:200]),
+        graph.sidecar(),
         thresholds=ParityThresholds(min_agreement=0.995, max_int8_accuracy_drop=0.02),
-        latency_examples=20,
     )
-    assert report["reference"]["accuracy"] > 0.8, report["reference"]
-    rules = {rule.name: rule for rule in tflite_rules(report)}
     for variant in VARIANTS:
         r = report["variants"][variant]
         assert r["converted"], r
-        assert rules[f"tflite_{variant}"].outcome != "fail", (variant, r, rules)
-        runner = TFLiteRunner(r["path"])  # loads in the interpreter on its own
-        probs = runner.predict_one(eval_x[0])
-        assert probs.shape == (10,) and abs(float(probs.sum()) - 1.0) < 0.05
+        runner = LiteRTRunner(r["path"])  # loads in LiteRT on its own
+        probs = np.stack([runner({"x": row[None, :]}) for row in eval_x])
+        r.update(parity(probs, reference_probs, eval_y))
+        assert probs.shape == (len(eval_x), 10) and abs(float(probs[0].sum()) - 1.0) < 0.05
         assert (tmp_path / "tflite" / f"model_{variant}.json").exists()
+    assert float(np.mean(reference_probs.argmax(1) == eval_y)) > 0.8
+    rules = {rule.name: rule for rule in tflite_rules(report)}
+    for variant in VARIANTS:
+        assert rules[f"tflite_{variant}"].outcome != "fail", (variant, rules)
     assert report["variants"]["float32"]["max_abs_diff"] < 1e-4
 
 
-def test_a_variant_that_fails_to_convert_is_reported_with_the_reason(digits, tmp_path):
-    _, _, _, eval_x, eval_y = digits
+def test_a_variant_that_fails_to_convert_is_reported_with_the_reason(tmp_path):
     (tmp_path / "not_a_model").mkdir()
     report = export_tflite(
-        str(tmp_path / "not_a_model"),
-        tmp_path / "out",
-        eval_x[:10],
-        eval_y[:10],
-        np.full((10, 10), 0.1),
-        eval_x[:10],
-        [str(i) for i in range(10)],
-        {},
-        variants=("float32",),
+        str(tmp_path / "not_a_model"), tmp_path / "out", [], {"output": {}}, variants=("float32",)
     )
     result = report["variants"]["float32"]
     assert result["converted"] is False and result["error"]

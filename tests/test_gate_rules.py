@@ -240,30 +240,68 @@ def test_the_review_case_is_rejected_at_the_defaults():
 
 
 def test_tflite_rules_judge_agreement_and_int8_accuracy_on_their_counts():
-    from amp_pipeline.components.gate.rules import tflite_rules
+    from amp_pipeline.components.gate.device_rules import NOT_SHIPPED, tflite_rules
 
     report = {
         "reference": {"accuracy": 0.97, "examples": 37},
         "thresholds": {"min_agreement": 0.995, "max_int8_accuracy_drop": 0.01},
         "variants": {
-            "float16": {"converted": True, "n": 360, "agreeing": 360, "passed": True},
+            "float16": {"converted": True, "n": 360, "agreeing": 360, "max_abs_diff": 4e-4},
             # One example of 37 lost: 2.7 points; the data cannot prove it, but it is the estimate.
             "int8": {
                 "converted": True, "n": 37, "agreeing": 36, "only_variant_right": 0,
-                "only_reference_right": 1, "passed": False, "accuracy": 0.943,
+                "only_reference_right": 1, "accuracy": 0.943, "max_abs_diff": 0.3,
             },
-            "dynamic_int8": {"converted": False, "error": "unsupported op", "passed": False},
+            "dynamic_int8": {"converted": False, "error": "unsupported op"},
+            "float32": {"converted": True, "n": 360, "agreeing": 340, "max_abs_diff": 0.9},
         },
     }  # fmt: skip
     rules = {r.name: r for r in tflite_rules(report)}
     # 360 of 360 cannot prove 0.995: not proven, and not a rejection.
     assert rules["tflite_float16"].outcome == "unproven" and rules["tflite_float16"].passed
-    # The estimate loses 2.7 points against a 1-point allowance: rejected, proven or not.
-    assert rules["tflite_int8"].outcome == "fail" and not rules["tflite_int8"].passed
-    assert not rules["tflite_dynamic_int8"].passed
+    assert "largest probability difference 0.0004" in rules["tflite_float16"].detail
+    # The int8 estimate loses 2.7 points against a 1-point allowance: that variant is not
+    # shipped (the twin is not rejected for it), and the reason stays.
+    assert rules["tflite_int8"].outcome == NOT_SHIPPED and rules["tflite_int8"].passed
+    assert "loses" in rules["tflite_int8"].detail or "changes" in rules["tflite_int8"].detail
+    assert rules["tflite_dynamic_int8"].outcome == NOT_SHIPPED
     assert "conversion failed: unsupported op" in rules["tflite_dynamic_int8"].detail
+    # A float32 variant that disagrees rejects the twin: the device deployment is broken.
+    assert rules["tflite_float32"].outcome == "fail" and not rules["tflite_float32"].passed
     strict = {r.name: r for r in tflite_rules(report, strict=True)}
-    assert not strict["tflite_int8"].passed and not strict["tflite_float16"].passed
+    assert strict["tflite_int8"].outcome == NOT_SHIPPED and not strict["tflite_float16"].passed
+
+
+def test_a_variant_the_twin_cannot_ship_is_not_run_and_says_so():
+    from amp_pipeline.components.gate.device_rules import tflite_rules
+
+    report = {"variants": {"float32": {"converted": True, "path": "m.tflite", "size_bytes": 9}}}
+    (rule,) = tflite_rules(report)
+    assert rule.skipped and "not run on LiteRT" in rule.detail
+
+
+def test_the_pusher_leaves_out_the_variants_the_gate_did_not_ship(tmp_path):
+    from amp_pipeline.components.gate.device_rules import not_shipped_variants
+    from amp_pipeline.serving.pusher import publish
+
+    result = {
+        "shipped_precision": "amp",
+        "twins": {"amp": {"rules": [
+            {"name": "tflite_float32", "outcome": "pass"},
+            {"name": "tflite_int8", "outcome": "not shipped"},
+        ]}},
+    }  # fmt: skip
+    assert not_shipped_variants(result) == ["int8"]
+    source = tmp_path / "model" / "tflite"
+    source.mkdir(parents=True)
+    for name in ("model_float32.tflite", "model_float32.json", "model_int8.tflite",
+                 "model_int8.json", "labels.txt"):  # fmt: skip
+        (source / name).write_text("x")
+    target = publish(tmp_path / "model", tmp_path / "serving", now=5,
+                     left_out=("model_int8.tflite", "model_int8.json"))  # fmt: skip
+    assert sorted(p.name for p in (target / "tflite").iterdir()) == [
+        "labels.txt", "model_float32.json", "model_float32.tflite",
+    ]  # fmt: skip
 
 
 def test_a_float32_amp_trainer_skips_the_speed_rule_with_the_true_reason():

@@ -147,11 +147,11 @@ def numeric_scale(transform_output: str, spec: DataSpec, inputs) -> dict[str, tu
     mean and float32 cancellation does not move the constants)."""
     import tensorflow_transform as tft
 
-    output = tft.TFTransformOutput(transform_output)
-    raw_spec = output.raw_feature_spec()
     numeric = [i for i in inputs if i.kind in ("number", "vector")]
     if not numeric:
         return {}
+    output = tft.TFTransformOutput(transform_output)
+    raw_spec = output.raw_feature_spec()
     is_int = {i.name: raw_spec[i.name].dtype.is_integer for i in numeric}
 
     def z_of(a: dict, b: dict) -> dict:

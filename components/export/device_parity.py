@@ -50,7 +50,7 @@ def example_cells(record: bytes) -> dict:
     return out
 
 
-def _raw_batch(signature, cells: list[dict]) -> dict:
+def raw_batch(signature, cells: list[dict]) -> dict:
     """predict_raw's inputs for these rows: missing cells as NaN, -2**63 or ""."""
     import tensorflow as tf
 
@@ -88,7 +88,7 @@ def reference(saved_model_dir: str | Path, examples: list[bytes], custom: bool, 
             xs.append(transform(examples=chunk)[names.FEATURES_KEY].numpy())
             out = loaded.signatures[names.SERVING_SIGNATURE](examples=chunk)
         else:
-            out = raw(**_raw_batch(raw, cells[i : i + batch]))
+            out = raw(**raw_batch(raw, cells[i : i + batch]))
         key = names.PREDICTIONS if names.PREDICTIONS in out else names.PROBABILITIES
         answers.append(out[key].numpy())
     return cells, np.concatenate(answers), (np.concatenate(xs) if custom else None)

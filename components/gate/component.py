@@ -13,8 +13,7 @@ from collections.abc import Callable
 from tfx import v1 as tfx
 from tfx.types.artifact import Artifact
 
-from amp_pipeline.components.export import text_parity
-from amp_pipeline.components.gate import class_metrics, decision_md, twins
+from amp_pipeline.components.gate import class_metrics, decision_md, device_rules, twins
 from amp_pipeline.components.gate import evidence as gate_evidence
 from amp_pipeline.components.gate import regression as gate_regression
 from amp_pipeline.components.gate import rules as gate_rules
@@ -269,41 +268,6 @@ def regression_decision(
     return result
 
 
-def edge_rules(
-    figures: dict,
-    serving_dir: str,
-    serving: dict,
-    examples_uri: str,
-    cfg,
-    regression: bool,
-    label: str,
-    check_device: bool = True,
-) -> tuple:
-    """One twin's rules on what it ships: each TFLite variant's parity as a device runs it (raw
-    eval rows through LiteRT against predict_raw: components/export/device_parity.py), the
-    device tokenizer (text), and the infra validation of its SavedModel. A twin that cannot
-    ship (`check_device` off) is not run on LiteRT: its variants read as not measured.
-    Returns (rules, the tokenizer check, the TFLite report)."""
-    from amp_pipeline.components.export import device_parity
-
-    trainer_report = figures.get("tflite") or {}
-    tokenizer = edge = None
-    if check_device:
-        examples = gate_evidence.raw_eval_examples(examples_uri, text_parity.sample_size(figures))
-        tokenizer = text_parity.check(serving_dir, examples)
-        edge = device_parity.check(serving_dir, examples, label, trainer_report)
-    tflite_rules = gate_regression.tflite_rules if regression else gate_rules.tflite_rules
-    return (
-        (
-            *tflite_rules(edge if edge is not None else trainer_report, cfg.strict),
-            *gate_rules.tokenizer_rule(tokenizer),
-            gate_rules.serving_rule(serving),
-        ),
-        tokenizer,
-        edge,
-    )
-
-
 def pipeline_outputs(result: dict) -> dict:
     """The decision as values a pipeline can branch on (a KFP v2 `dsl.Condition`, a TFX
     `Cond`): set as custom properties of the blessing and of the decision artifact.
@@ -337,20 +301,6 @@ def set_outputs(artifact: Artifact, outputs: dict) -> None:
             artifact.set_int_custom_property(key, value)
         else:
             artifact.set_float_custom_property(key, value)
-
-
-def not_shipped_variants(result: dict) -> list[str]:
-    """The shipped twin's TFLite variants whose rule says not shipped (an int8 variant that
-    missed its thresholds: the twin ships without it)."""
-    shipped = result.get("shipped_precision")
-    twin = (
-        (result.get("twins") or {}).get(shipped) if shipped in (twins.AMP, twins.FLOAT32) else None
-    )
-    rules = (twin or result).get("rules", [])
-    return sorted(
-        r["name"].removeprefix("tflite_") for r in rules
-        if r["name"].startswith("tflite_") and r.get("outcome") == gate_rules.NOT_SHIPPED
-    )  # fmt: skip
 
 
 def write_decision(decision: Artifact, result: dict) -> None:
@@ -439,7 +389,7 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
     models = (amp_serving, fp32_serving, production_serving_dir(production_blessing))
     speed_result = _read_json(speed.uri, names.SPEED_JSON)
     serving = _read_json(infra_blessing.uri, infra_validation.REPORT)
-    amp_extra, tokenizer, amp_edge = edge_rules(
+    amp_extra, tokenizer, amp_edge = device_rules.edge_rules(
         amp, amp_serving, serving, examples.uri, cfg, regression, label
     )
     fp32_checks: dict = {"serving": None, "tokenizer": None, "tflite": None}
@@ -456,7 +406,7 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
         else:
             why = "the AMP twin passed" if amp_passed else "--require-amp"
             report = {"skipped": f"not served: the float32 twin cannot ship ({why})"}
-        rules, fp32_checks["tokenizer"], fp32_checks["tflite"] = edge_rules(
+        rules, fp32_checks["tokenizer"], fp32_checks["tflite"] = device_rules.edge_rules(
             fp32, fp32_serving, report, examples.uri, cfg, regression, label, check_device=may_ship
         )
         fp32_checks["serving"] = report
@@ -496,7 +446,7 @@ def PromotionGate(  # noqa: N802 - TFX component names are classes
         fp32_tokenizer=fp32_checks["tokenizer"],
         # Each twin's TFLite variants as a device ran them (None: not run, the twin could not ship).
         tflite={twins.AMP: amp_edge, twins.FLOAT32: fp32_checks["tflite"]},
-        tflite_not_shipped=not_shipped_variants(result),
+        tflite_not_shipped=device_rules.not_shipped_variants(result),
         already_in_production=shipped is not None and production_id == shipped.id,
         tfma_failures={
             "fp32_baseline": tfma_failures(parity_evaluation.uri),

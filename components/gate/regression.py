@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 
 from amp_pipeline.components.gate import error_stats
+from amp_pipeline.components.gate.device_rules import unmeasured_rule, variant_rule
 from amp_pipeline.components.gate.rules import (
     GateConfig,
     Measurements,
@@ -25,8 +26,6 @@ from amp_pipeline.components.gate.rules import (
     decision_of,
     from_evidence,
     min_speedup,
-    unmeasured_rule,
-    variant_rule,
 )
 
 
@@ -123,7 +122,7 @@ def tflite_rules(report: dict, strict: bool = False) -> tuple[Rule, ...]:
         name = f"tflite_{variant}"
         missing = unmeasured_rule(name, r, tolerance)
         if missing is not None:
-            rules.append(missing)
+            rules.append(variant_rule(name, variant, r, missing))
             continue
         pairs = error_stats.ErrorPairs(
             n=r["n"],
