@@ -347,11 +347,14 @@ def check_edge_app(
     python: Path,
     saved_model: Path,
     rows: list[dict[str, str]],
-    csv_path: Path,
+    work: Path,
     label_std: float | None = None,
 ) -> dict:
-    """The edge app's answers (LiteRT alone, on the pushed tflite/ folder and the CSV) against
-    predict_raw's on the same rows, per shipped variant: agreement and largest difference."""
+    """The edge app's answers (LiteRT alone, on the pushed tflite/ folder and `rows` written
+    as a CSV under `work`) against predict_raw's on the same rows, per shipped variant:
+    agreement and largest probability difference (regression: the share of predictions within
+    1% of the label's standard deviation, and the largest difference)."""
+    csv_path = write_csv(Path(work) / "edge_rows.csv", rows)
     reference = predict_raw_on_rows(saved_model, rows)
     out = {}
     for model in sorted((Path(saved_model) / "tflite").glob("model_*.tflite")):

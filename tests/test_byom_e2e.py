@@ -114,7 +114,7 @@ def test_own_preprocessing_example_trains_on_its_own_features(out):
         "--train-steps",
         "100",
         "--tflite",
-        "none",
+        "float32",
         "--speed-rounds",
         "0",
         *LOOSE_GATE,
@@ -122,6 +122,15 @@ def test_own_preprocessing_example_trains_on_its_own_features(out):
     assert result.returncode == 0, result.stdout + result.stderr
     summary = _summary(out)
     assert summary["status"] == "promoted"
+    # No graph here can redo a module's own preprocessing_fn: its TFLite takes that `x`, says
+    # so, and the gate ran it on LiteRT with the SavedModel's own `x` of the eval rows.
+    card = json.loads(
+        (Path(summary["exports"]["saved_model"]) / "tflite" / "model_float32.json").read_text()
+    )
+    assert [(i["name"], i["kind"], i["shape"]) for i in card["inputs"]] == [("x", "x", [None, 80])]
+    assert "preprocessing_fn" in card["inputs"][0]["preprocessing"]
+    float32 = summary["exports"]["tflite"]["float32"]
+    assert float32["passed"] and float32["agreement"] >= 0.995, float32
     # After the custom layer's float32 twin and the subclassed one.
     assert len(pushed_versions(out / "serving" / "digits")) == 3
     # The served model runs the module's preprocessing_fn: 64 pixels + 16 row/column sums.

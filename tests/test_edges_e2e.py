@@ -94,10 +94,29 @@ def test_text_beside_a_regression_label_reaches_a_decision_read_on_the_regressio
     rules = {r["name"]: r for r in decision["rules"]}
     tokenizer = rules["tflite_tokenizer"]
     assert tokenizer["passed"] and tokenizer["n"] == 120
-    # TFLite on the tokenizer's ids agrees with the SavedModel's predictions in label units.
-    through = decision["tokenizer"]["tflite_through_tokenizer"]["float32"]
-    assert through["n"] == 120 and through["agreeing"] >= 118
+    # TFLite on LiteRT (the tokenizer's ids, the price raw, NaN where it is missing) predicts
+    # the SavedModel's ratings in label units.
+    tflite = summary["exports"]["tflite"]["float32"]
+    assert tflite["n"] == 120 and tflite["within_1pct_std"] >= 0.999, tflite
     assert summary["fp32"]["metrics"]["r2"] > 0.3  # the words and the price carry the rating
+
+
+def test_a_litert_only_app_predicts_ratings_from_rows_with_missing_prices(edge_run, tmp_path):
+    """The pushed float32 variant, run by examples/edge/predict.py with LiteRT and numpy only on
+    raw CSV rows (text, and prices with empty cells), within 1% of the label's standard
+    deviation of predict_raw on 99.9% of the rows."""
+    from tests.helpers import check_edge_app, csv_rows, litert_only_python
+
+    out, result, missing = edge_run
+    assert result.returncode in (0, 3), result.stdout + result.stderr
+    summary = json.loads((out / "run_summary.json").read_text())
+    trained = next((out / "tfx" / "TrainerAmp").rglob("Format-Serving"))
+    pushed = Path(summary["exports"]["saved_model"] or trained)
+    rows = csv_rows(Path(summary["data"]["source"]))
+    assert sum(1 for r in rows if r["price"] == "") >= len(missing) > 0
+    std = json.loads((pushed / "tflite" / "model_float32.json").read_text())["output"]["label_std"]
+    measured = check_edge_app(litert_only_python(tmp_path), pushed, rows, tmp_path, label_std=std)
+    assert measured["float32"]["within_1pct_std"] >= 0.999, measured
 
 
 def test_unlabelled_rows_are_counted_and_left_out(edge_run):

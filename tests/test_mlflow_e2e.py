@@ -66,7 +66,11 @@ def mlflow_server(tmp_path_factory):
     log.close()
 
 
-def test_two_concurrent_runs_land_complete_on_a_real_server(mlflow_server, tmp_path):
+@pytest.fixture(scope="module")
+def concurrent_runs(mlflow_server, tmp_path_factory):
+    """Two digits runs at once, tracked on the one server: (their output folders, processes,
+    and each one's (stdout, stderr))."""
+    tmp_path = tmp_path_factory.mktemp("runs")
     outs = [tmp_path / "a", tmp_path / "b"]
     procs = [
         subprocess.Popen(
@@ -99,6 +103,11 @@ def test_two_concurrent_runs_land_complete_on_a_real_server(mlflow_server, tmp_p
         for out in outs
     ]
     results = [p.communicate(timeout=900) for p in procs]
+    return outs, procs, results
+
+
+def test_two_concurrent_runs_land_complete_on_a_real_server(mlflow_server, concurrent_runs):
+    outs, procs, results = concurrent_runs
     for p, (stdout, stderr) in zip(procs, results, strict=True):
         assert p.returncode == 0, stdout + stderr
     summaries = [json.loads((out / "run_summary.json").read_text()) for out in outs]
@@ -149,3 +158,96 @@ def test_a_run_that_fails_after_tracking_started_ends_failed_with_its_reason(
         [run.info.experiment_id], "attributes.status = 'RUNNING'"
     )
     assert running == []
+
+
+def _post(url: str, body: dict) -> dict:
+    request = urllib.request.Request(
+        url, json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as r:
+        return json.loads(r.read())
+
+
+def test_mlflow_models_serve_answers_the_champion_as_tf_serving_rest(
+    mlflow_server, concurrent_runs
+):
+    """`mlflow models serve -m models:/digits@champion --env-manager local` on 127.0.0.1: its
+    /invocations gives the probabilities TF Serving's REST predict gives for the same raw rows
+    (the pushed champion served by `amp-pipeline serve`), and the model carries a signature."""
+    import numpy as np
+
+    from amp_pipeline.benchmarks.load.serving import stop_server, wait_ready
+    from amp_pipeline.serving.client import ClientConfig
+    from tests.helpers import digits_rows
+
+    outs, procs, _ = concurrent_runs
+    assert all(p.returncode == 0 for p in procs)
+    champion = MlflowClient(mlflow_server).get_model_version_by_alias("digits", "champion")
+    (out,) = [
+        o for o in outs
+        if json.loads((o / "run_summary.json").read_text())["mlflow"]["registered_model"][
+            "version"] == int(champion.version)
+    ]  # fmt: skip
+    model_uri = "models:/digits@champion"
+    env = {**clean_env(), "MLFLOW_TRACKING_URI": mlflow_server}
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    port, grpc_port, rest_port = free_port(), free_port(), free_port()
+    rows = digits_rows()[:64]
+    columns = [f"pixel_{i}" for i in range(64)]
+    data = [[int(r[c]) for c in columns] for r in rows]
+    mlflow_proc = subprocess.Popen(
+        [os.path.join(os.path.dirname(sys.executable), "mlflow"), "models", "serve", "-m",
+         model_uri, "--env-manager", "local", "-h", "127.0.0.1", "-p", str(port)],
+        cwd=out, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    tf_serving = subprocess.Popen(
+        [sys.executable, "-m", "amp_pipeline.pipeline.cli", "serve", "--model-dir",
+         str(out / "serving" / "digits"), "--grpc-port", str(grpc_port), "--rest-port",
+         str(rest_port)],
+        cwd=ROOT, env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_ready(ClientConfig(grpc_port=grpc_port, rest_port=rest_port), tf_serving, "digits")
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/ping", timeout=2):
+                    break
+            except OSError:
+                assert mlflow_proc.poll() is None, "mlflow models serve exited"
+                assert time.monotonic() < deadline, "mlflow models serve did not answer /ping"
+                time.sleep(0.5)
+        served = _post(
+            f"http://127.0.0.1:{port}/invocations",
+            {"dataframe_split": {"columns": columns, "data": data}},
+        )["predictions"]
+        rest = _post(
+            f"http://127.0.0.1:{rest_port}/v1/models/digits:predict",
+            {"signature_name": "predict_raw",
+             "instances": [dict(zip(columns, row, strict=True)) for row in data]},
+        )["predictions"]  # fmt: skip
+    finally:
+        mlflow_proc.terminate()
+        mlflow_proc.wait(timeout=30)
+        stop_server(tf_serving)
+    mlflow_probs = np.array([[p[f"p_{i}"] for i in range(10)] for p in served])
+    rest_probs = np.array([p["probabilities"] for p in rest])
+    np.testing.assert_allclose(mlflow_probs, rest_probs, atol=1e-6)
+    assert [p["class"] for p in served] == [p["classes"] for p in rest]
+    # The registered model says what to send: the 64 pixel columns, typed, with an example.
+    import mlflow
+    from mlflow.models import Model
+
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(mlflow_server)
+    try:
+        model = Model.load(model_uri)
+    finally:  # set_tracking_uri also exports MLFLOW_TRACKING_URI: undo both
+        mlflow.set_tracking_uri(previous)
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
+    assert model.signature is not None
+    inputs = model.signature.inputs.to_dict()
+    assert [c["name"] for c in inputs] == columns and {c["type"] for c in inputs} == {"long"}
+    assert model.saved_input_example_info is not None

@@ -105,21 +105,23 @@ def test_a_price_label_is_trained_as_regression_and_gated_on_its_errors(gems_run
     tflite = summary["exports"]["tflite"]
     assert set(tflite) == {"float32", "dynamic_int8"}
     assert tflite["float32"]["max_rel_diff"] < 1e-4 and rules["tflite_float32"]["passed"]
+    assert tflite["float32"]["within_1pct_std"] == 1.0  # raw eval rows through LiteRT
     assert tflite["dynamic_int8"]["max_abs_diff"] > 0 and "tflite_dynamic_int8" in rules
     pushed = summary["exports"]["saved_model"]
     sidecar = json.loads(next((ROOT / pushed).glob("tflite/model_float32.json")).read_text())
-    assert sidecar["output"]["label_std"] > 0 and "label_std" in sidecar["output"]["to_label_units"]
-    # The dealers' vocabulary ships with the TFLite models: a device maps IDs to ids with it.
-    bag, category = sidecar["input"]["categories"]
-    shipped = (ROOT / pushed / "tflite" / category["vocabulary_file"]).read_text().splitlines()
-    assert category["feature"] == "dealer_id" and len(shipped) == 60 == category["oov_id"] - 1
-    assert category["missing_id"] == 0 and "line i (from 0)" in category["rule"]
-    assert bag["feature"] == "tags" and bag["separator"] == "|" and bag["vocabulary_size"] == 5
-    assert bag["kind"] == "bag" and "strip each part of ASCII whitespace" in bag["rule"]
-    # The gate ran the device encoder (components/data/categories.py) on the eval sample: the
-    # ids it makes with the shipped vocabularies are Transform's.
-    encoder = rules["tflite_encoder"]
-    assert encoder["passed"] and encoder["n"] > 250 and "all" in encoder["detail"]
+    assert sidecar["output"]["label_std"] > 0 and sidecar["output"]["name"] == "predictions"
+    # The raw columns go in: the dealer ID as int64 (its vocabulary inside the model), the tags
+    # as strings the app splits, the cut as a string, the numbers as floats.
+    inputs = {i["name"]: i for i in sidecar["inputs"]}
+    assert (inputs["dealer_id"]["kind"], inputs["dealer_id"]["dtype"]) == ("category", "int64")
+    assert (
+        inputs["dealer_id"]["missing"] == -(2**63) and inputs["dealer_id"]["vocabulary_size"] == 60
+    )
+    assert (inputs["tags"]["kind"], inputs["tags"]["shape"]) == ("bag", [None, 3])
+    assert inputs["tags"]["separator"] == "|" and inputs["cut"]["dtype"] == "string"
+    assert inputs["carat"]["dtype"] == "float32" and inputs["carat"]["missing"] == "NaN"
+    shipped = (ROOT / pushed / "tflite" / inputs["dealer_id"]["vocabulary_file"]).read_text()
+    assert len(shipped.splitlines()) == 60
     # report.md says how many eval rows held a dealer the train split did not have (none here).
     report = (out / "report.md").read_text()
     assert "- Category 'dealer_id': 60 values in its vocabulary; 0 of" in report
@@ -190,3 +192,21 @@ def test_a_second_run_is_judged_against_the_production_model(gems_run):
     assert rule["outcome"] != "skipped" and rule["n"] > 250
     assert "AMP vs production" in rule["detail"] and "MAE" in rule["detail"]
     assert summary["production"]["mae"] > 0
+
+
+def test_a_litert_only_app_prices_gems_from_raw_rows(gems_run, tmp_path):
+    """examples/edge/predict.py with LiteRT and numpy only, on the pushed tflite/ folder and the
+    raw CSV (dealer IDs, tag bags, cuts, numbers): each shipped variant within 1% of the
+    label's standard deviation of predict_raw, float32 on every row."""
+    from tests.helpers import check_edge_app, csv_rows, litert_only_python
+
+    data, out, result = gems_run
+    assert result.returncode == 0
+    summary = json.loads((out / "run_summary.json").read_text())
+    pushed = ROOT / summary["exports"]["saved_model"]
+    card = json.loads((pushed / "tflite" / "model_float32.json").read_text())
+    rows = csv_rows(data)
+    rows += [{**rows[0], "dealer_id": "424242", "tags": "", "cut": "Unseen"}]
+    std = card["output"]["label_std"]
+    measured = check_edge_app(litert_only_python(tmp_path), pushed, rows, tmp_path, label_std=std)
+    assert measured["float32"]["within_1pct_std"] >= 0.999, measured

@@ -5,8 +5,9 @@ order, or `predictions` in the label's units).
 A phone app has a row, not Transform's output `x`: this graph takes one input per raw column,
 by the names of the SavedModel's `predict_raw`:
 
-- a number: float32 [batch], NaN for a missing cell (the train mean: z-score 0, as Transform
-  imputes); a vector [batch, n];
+- a number: float32 [batch], NaN for a missing cell (in an optional column the train mean:
+  z-score 0, as Transform imputes; a column never missing in training answers NaN, as
+  predict_raw does); a vector [batch, n];
 - an image: one float32 [batch, pixels] tensor of raw pixels in the CSV's units, in column order
   (divided by the pixel scale here);
 - a string with few values: bytes [batch], "" for missing; looked up in its vocabulary (a string
@@ -249,11 +250,14 @@ class DeviceGraph:
         if i.kind in ("number", "vector"):
             mean, std = (np.float32(c) for c in self.scale[i.name])
             inv = np.float32(1.0 / std)
-            if i.kind == "number":  # missing: z-score 0 (the mean)
-                return lambda v: tf.where(tf.math.is_nan(v), tf.zeros_like(v), (v - mean) * inv)[
-                    :, None
-                ]
-            return lambda v: (tf.where(tf.math.is_nan(v), tf.zeros_like(v), v) - mean) * inv
+            if i.kind == "vector":  # Transform reads a missing element as 0
+                return lambda v: (tf.where(tf.math.is_nan(v), tf.zeros_like(v), v) - mean) * inv
+            if not i.optional:  # Transform never sees a missing cell here: NaN stays NaN
+                return lambda v: ((v - mean) * inv)[:, None]
+            # missing: z-score 0 (the mean), as Transform imputes an optional column
+            return lambda v: tf.where(tf.math.is_nan(v), tf.zeros_like(v), (v - mean) * inv)[
+                :, None
+            ]
         if i.kind == "text":
             return lambda v: tf.cast(v, tf.float32)
         if i.kind == "x":
@@ -273,8 +277,10 @@ class DeviceGraph:
                 return lambda v: tf.cast(table.lookup(v), tf.float32)
             return lambda v: tf.cast(table.lookup(v), tf.float32)[:, None]
         ints = [(int(k), n + 1) for n, k in enumerate(i.vocabulary) if _is_int(k)]
-        keys = np.array([k for k, _ in ints] + [INT64_MISSING], np.int64)
-        ids = np.array([n for _, n in ints] + [0], np.int64)
+        if i.optional:  # a missing cell is id 0; in a required column -2**63 is just unseen
+            ints.append((INT64_MISSING, 0))
+        keys = np.array([k for k, _ in ints], np.int64)
+        ids = np.array([n for _, n in ints], np.int64)
         lookup = _sorted_lookup(keys, ids, oov)
         return lambda v: tf.cast(lookup(v), tf.float32)[:, None]
 
@@ -361,7 +367,14 @@ def describe(i: DeviceInput, scale: tuple | None, spec: DataSpec) -> dict:
         "features": list(i.features),
         "x_columns": list(i.x_columns),  # where Transform puts it in `x`
         "missing": "NaN" if i.dtype == "float32" else i.missing(),
+        "optional": i.optional,
     }
+    if i.kind == "number":
+        out["missing_means"] = (
+            "the train mean (as Transform imputes this optional column)"
+            if i.optional
+            else "nothing: the column had no missing cell in training, a NaN gives a NaN answer"
+        )
     if i.kind in ("number", "vector"):
         out["standardised_in_graph"] = {"mean": scale[0], "std": scale[1]}
     if i.kind == "x":

@@ -26,6 +26,8 @@ components/training/model_building.py::float32_rebuild), which runs well on any 
 
 from __future__ import annotations
 
+import json
+
 import tensorflow as tf
 import tensorflow_transform as tft
 
@@ -144,6 +146,31 @@ class ServingModule(tf.Module):
 
 
 CLASSES_FILE = "classes.txt"  # components/gate/evidence.py reads it
+RAW_COLUMNS_FILE = "raw_columns.json"  # the MLflow model's signature is made from it
+
+
+def raw_columns(transform_output: str, spec: DataSpec) -> list[dict]:
+    """predict_raw's inputs as a client sends them, in the CSV's column order: each feature's
+    CSV column, dtype, width and whether it may be missing (an optional column: NaN or -2**63
+    there)."""
+    raw = tft.TFTransformOutput(transform_output).raw_feature_spec()
+    order = [n for n, _ in spec.numeric_features] + list(spec.string_features)
+    order += list(spec.categorical_features) + [n for n, _ in spec.bag_features]
+    order += list(spec.text_features)
+    if spec.csv_format:  # the CSV's own column order where it is known
+        order = [n for n in spec.csv_format["names"] if n in raw] + order
+    rank = {name: k for k, name in reversed(list(enumerate(order)))}
+    return [
+        {
+            "feature": name,
+            "column": spec.original_name(name),
+            "dtype": feature.dtype.name,
+            "shape": _raw_shape(feature),
+            "optional": isinstance(feature, tf.io.VarLenFeature),
+        }
+        for name, feature in sorted(raw.items(), key=lambda kv: rank.get(kv[0], len(rank)))
+        if name != spec.label
+    ]
 
 
 def export_serving_model(model, transform_output: str, export_dir: str, data_spec: dict) -> str:
@@ -161,6 +188,8 @@ def export_serving_model(model, transform_output: str, export_dir: str, data_spe
             FEATURES_SIGNATURE: module.serve_features,
         },
     )
+    with tf.io.gfile.GFile(f"{export_dir.rstrip('/')}/{RAW_COLUMNS_FILE}", "w") as f:
+        f.write(json.dumps(raw_columns(transform_output, spec), indent=2))
     if not spec.regression:  # the class names in id order: the gate matches models by name
         with tf.io.gfile.GFile(f"{export_dir.rstrip('/')}/{CLASSES_FILE}", "w") as f:
             f.write("".join(f"{name}\n" for name in spec.classes))

@@ -1,11 +1,75 @@
 """The served SavedModel as an MLflow pyfunc model: a DataFrame of raw features in, classes out
-(or, for a regression label, its predictions in the label's units)."""
+(or, for a regression label, its predictions in the label's units), with a signature that tells
+`mlflow models serve` clients what to send: the raw columns by their CSV names, with types."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import mlflow.pyfunc
+import numpy as np
 
 from amp_pipeline.core import names
+
+RAW_COLUMNS_FILE = "raw_columns.json"  # components/export/saved_model.py writes it
+
+
+def raw_columns(saved_model: str | Path) -> list[dict]:
+    """The SavedModel's raw input columns ([] for one exported before they were written)."""
+    path = Path(saved_model) / RAW_COLUMNS_FILE
+    return json.loads(path.read_text()) if path.exists() else []
+
+
+def signature(saved_model: str | Path, classes: list[str] | None):
+    """The pyfunc's signature: each raw column (float and optional integer columns as double:
+    a missing cell is NaN in a DataFrame), and the outputs; with a one-row input example.
+    (None, None) without raw_columns.json."""
+    import pandas as pd
+    from mlflow.models import ModelSignature
+    from mlflow.types.schema import Array, ColSpec, Schema
+
+    columns = raw_columns(saved_model)
+    if not columns:
+        return None, None
+    specs, example = [], {}
+    for c in columns:
+        if c["dtype"] == "string":
+            kind, value = "string", ""
+        elif c["dtype"].startswith("int") and not c["optional"]:
+            kind, value = "long", 0
+        else:
+            kind, value = "double", 0.0
+        if len(c["shape"]) > 1:
+            specs.append(ColSpec(Array(kind), c["column"]))
+            example[c["column"]] = [[value] * int(c["shape"][1])]
+        else:
+            specs.append(ColSpec(kind, c["column"]))
+            example[c["column"]] = [value]
+    if classes is None:
+        outputs = Schema([ColSpec("double", names.PREDICTIONS)])
+    else:
+        outputs = Schema(
+            [ColSpec("string", "class"), ColSpec("long", "class_id")]
+            + [ColSpec("float", f"p_{i}") for i in range(len(classes))]
+        )
+    return ModelSignature(inputs=Schema(specs), outputs=outputs), pd.DataFrame(example)
+
+
+def _column(values: np.ndarray, dtype) -> np.ndarray:
+    """A DataFrame column as predict_raw takes it: NaN (or None) a missing cell, -2**63 for an
+    integer, "" for a string."""
+    import tensorflow as tf
+
+    if dtype == tf.string:
+        return np.array([b"" if v is None or v != v else str(v).encode() for v in values])
+    if dtype.is_integer:
+        floats = np.asarray(values, np.float64)
+        ints = np.where(np.isnan(floats), names.INT64_MISSING, 0).astype(np.int64)
+        present = ~np.isnan(floats)
+        ints[present] = np.asarray(values)[present].astype(np.int64)
+        return ints
+    return np.asarray(values, np.float64).astype(dtype.as_numpy_dtype)
 
 
 class ServingModel(mlflow.pyfunc.PythonModel):
@@ -32,10 +96,14 @@ class ServingModel(mlflow.pyfunc.PythonModel):
         missing = sorted(set(self._specs) - set(model_input.columns))
         if missing:
             raise ValueError(f"model input lacks feature columns: {', '.join(missing)}")
-        features = {
-            name: tf.constant(model_input[name].to_numpy(), spec.dtype)
-            for name, spec in self._specs.items()
-        }
+        features = {}
+        for name, spec in self._specs.items():
+            values = model_input[name].to_numpy()
+            if spec.shape.rank == 2:  # a vector per row
+                rows = [np.asarray(v, np.float64) for v in values]
+                features[name] = tf.constant(np.stack(rows).astype(spec.dtype.as_numpy_dtype))
+            else:
+                features[name] = tf.constant(_column(values, spec.dtype))
         out = self._fn(**features)
         if names.PREDICTIONS in out:  # a regression label: one column, in the label's units
             return pd.DataFrame({names.PREDICTIONS: out[names.PREDICTIONS].numpy()})

@@ -353,17 +353,23 @@ class RunTracker:
         return run
 
     def register(self, model_name: str, saved_model: str, summary: dict) -> dict:
-        """Logs the served SavedModel as a pyfunc model and registers a version of it."""
+        """Logs the served SavedModel as a pyfunc model, with its signature and an input example,
+        and registers a version of it."""
         import mlflow
 
-        from amp_pipeline.pipeline.tracking.pyfunc_model import ServingModel
+        from amp_pipeline.pipeline.tracking.pyfunc_model import ServingModel, signature
 
+        classes = None if summary.get("task") == "regression" else summary["data"]["classes"]
+        model_signature, example = signature(saved_model, classes)
         with mlflow.start_run(run_id=self.run_id):
             info = mlflow.pyfunc.log_model(
                 name="model",
                 python_model=ServingModel(),
                 artifacts={"saved_model": saved_model},
                 pip_requirements=["tensorflow==2.16.2", "pandas"],
+                # What `mlflow models serve` clients send: the raw columns, with types.
+                signature=model_signature,
+                input_example=example,
             )
         version = mlflow.register_model(info.model_uri, model_name)
         gate = summary["gate"]
