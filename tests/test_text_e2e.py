@@ -50,7 +50,7 @@ def test_a_text_csv_trains_bert_under_amp_and_is_gated(text_run):
     assert tflite["float32"]["n"] == 100 and tflite["float32"]["agreement"] >= 0.99
     assert "parity on 100 raw rows, LiteRT 1 thread" in result.stdout
     assert summary["data"]["text_features"] == ["post"] and summary["data"]["max_tokens"] > 0
-    # The vocabulary is tracked with the model in MLflow.
+    # The pushed tflite/ folder (vocabulary, tokenizer, models) is tracked in MLflow.
     from mlflow import MlflowClient
 
     client = MlflowClient(summary["mlflow"]["tracking_uri"])
@@ -59,8 +59,8 @@ def test_a_text_csv_trains_bert_under_amp_and_is_gated(text_run):
         [parent.info.experiment_id],
         f"tags.mlflow.parentRunId = '{parent.info.run_id}' and tags.mlflow.runName = 'export'",
     )
-    shipped = {a.path for a in client.list_artifacts(export.info.run_id, "vocabulary")}
-    assert shipped == {"vocabulary/vocab_post.txt"}
+    shipped = {a.path for a in client.list_artifacts(export.info.run_id, "tflite")}
+    assert {"tflite/vocab_post.txt", "tflite/tokenizer.py", "tflite/edge_rows.py"} <= shipped
 
 
 def test_the_tflite_model_answers_through_the_shipped_tokenizer(text_run, tmp_path):

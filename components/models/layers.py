@@ -123,7 +123,8 @@ class MaskedMeanPool(keras.layers.Layer):
         super().__init__(**kwargs)
 
     def call(self, x, ids):
-        mask = keras.ops.cast(keras.ops.not_equal(ids, 0), "float32")[:, :, None]
+        # expand_dims, not [:, :, None]: a new-axis StridedSlice is no TFLite builtin here.
+        mask = keras.ops.expand_dims(keras.ops.cast(keras.ops.not_equal(ids, 0), "float32"), -1)
         total = keras.ops.sum(keras.ops.cast(x, "float32") * mask, axis=1)
         return total / keras.ops.maximum(keras.ops.sum(mask, axis=1), 1.0)
 

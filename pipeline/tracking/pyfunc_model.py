@@ -22,12 +22,14 @@ def raw_columns(saved_model: str | Path) -> list[dict]:
 
 
 def signature(saved_model: str | Path, classes: list[str] | None):
-    """The pyfunc's signature: each raw column (float and optional integer columns as double:
-    a missing cell is NaN in a DataFrame), and the outputs; with a one-row input example.
+    """The pyfunc's signature: each raw column (floats as double; an integer column that may be
+    missing as any type: a DataFrame holds it as int64, or as float64 with NaN where a cell is
+    missing, and MLflow will not cast int64 to double), and the outputs; with a one-row input
+    example.
     (None, None) without raw_columns.json."""
     import pandas as pd
     from mlflow.models import ModelSignature
-    from mlflow.types.schema import Array, ColSpec, Schema
+    from mlflow.types.schema import AnyType, Array, ColSpec, Schema
 
     columns = raw_columns(saved_model)
     if not columns:
@@ -38,6 +40,8 @@ def signature(saved_model: str | Path, classes: list[str] | None):
             kind, value = "string", ""
         elif c["dtype"].startswith("int") and not c["optional"]:
             kind, value = "long", 0
+        elif c["dtype"].startswith("int"):  # int64 values, or float64 with NaN where missing
+            kind, value = AnyType(), 0
         else:
             kind, value = "double", 0.0
         if len(c["shape"]) > 1:
