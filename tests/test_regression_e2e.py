@@ -202,8 +202,9 @@ def test_a_litert_only_app_prices_gems_from_raw_rows(gems_run, tmp_path):
 
     data, out, result = gems_run
     assert result.returncode == 0
-    summary = json.loads((out / "run_summary.json").read_text())
-    pushed = ROOT / summary["exports"]["saved_model"]
+    # This run's push: the oldest version (a later test pushes a second run without TFLite).
+    versions = sorted((out / "serving" / "gems").iterdir(), key=lambda p: int(p.name))
+    pushed = versions[0]
     card = json.loads((pushed / "tflite" / "model_float32.json").read_text())
     rows = csv_rows(data)
     rows += [{**rows[0], "dealer_id": "424242", "tags": "", "cut": "Unseen"}]

@@ -1,7 +1,7 @@
 """Categories and bags of values: the ids Transform gives them, written twice (TensorFlow ops in
 components/data/preprocessing.py, plain Python here for devices, for `inspect`'s count of a
-bag's values and for the gate), proven identical by the gate's `tflite_encoder` rule on every
-run's eval sample (components/export/text_parity.py) and by tests/test_categories.py.
+bag's values), proven identical by tests/test_categories.py. The TFLite models hold the same
+lookups in their graph (components/export/device_graph.py).
 
 The rules, simple enough to port to any device app, with the vocabulary file shipped beside
 the TFLite models (one value per line, most frequent first):

@@ -35,7 +35,7 @@ from amp_pipeline.components.data import preprocessing, text
 from amp_pipeline.core import names
 from amp_pipeline.core.data_spec import DataSpec
 
-SIGNATURE = "serving_default"
+SIGNATURE = names.DEVICE_SIGNATURE
 INT64_MISSING = names.INT64_MISSING  # a missing integer cell, as the device feeds it
 PIXELS = "pixels"  # the one input of an image model with one column per pixel
 

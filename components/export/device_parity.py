@@ -26,9 +26,10 @@ THREADS = 1  # XNNPACK threads: one core, as a phone app's worker thread runs it
 REGRESSION_AGREEMENT = 0.01
 
 
-def shipped_rows_module(folder: Path):
-    """The edge_rows.py that ships in `folder` (what an app imports), loaded by path."""
-    spec = importlib.util.spec_from_file_location("amp_shipped_edge_rows", folder / "edge_rows.py")
+def load_shipped(path: Path):
+    """A pure-Python file that ships in a model's tflite/ folder (edge_rows.py, tokenizer.py),
+    loaded by path: the gate checks what an app imports, not the repository's copy."""
+    spec = importlib.util.spec_from_file_location(f"amp_shipped_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -132,7 +133,7 @@ def check(
     report = {**trainer_report, "variants": variants}
     if not converted or not examples:
         return report
-    kit = shipped_rows_module(folder)
+    kit = load_shipped(folder / "edge_rows.py")
     card = kit.card(folder, converted[0])
     custom = [i["kind"] for i in card["inputs"]] == ["x"]
     cells, answers, x = reference(saved_model_dir, examples, custom)

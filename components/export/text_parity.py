@@ -17,7 +17,6 @@ graph (components/export/device_graph.py).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -38,34 +37,11 @@ def text_inputs(saved_model_dir: str | Path) -> list[dict]:
     return [i for i in (card or {}).get("inputs", []) if i.get("kind") == "text"]
 
 
-def has_text(saved_model_dir: str | Path) -> bool:
-    """Whether the model's TFLite models take token ids (and so come with a tokenizer)."""
-    return bool(text_inputs(saved_model_dir))
-
-
 def sample_size(figures: dict) -> int:
     """How many eval examples to check: the trainer's `--tflite-parity-examples`."""
     from amp_pipeline.components.export.tflite import PARITY_EXAMPLES
 
     return int((figures.get("tflite") or {}).get("parity_examples") or PARITY_EXAMPLES)
-
-
-def _cells(examples: list[bytes], feature: str) -> list:
-    """Each example's cell of `feature` as the CSV gave it: a string, an integer, or None."""
-    import tensorflow as tf
-
-    out = []
-    for record in examples:
-        feature_proto = tf.train.Example.FromString(record).features.feature.get(feature)
-        if feature_proto is None:
-            out.append(None)
-        elif feature_proto.bytes_list.value:
-            out.append(feature_proto.bytes_list.value[0].decode("utf-8"))
-        elif feature_proto.int64_list.value:
-            out.append(int(feature_proto.int64_list.value[0]))
-        else:
-            out.append(None)
-    return out
 
 
 def _compare(kind: str, column: str, raw: list, ids: np.ndarray, transform: np.ndarray) -> dict:
@@ -88,24 +64,19 @@ def _compare(kind: str, column: str, raw: list, ids: np.ndarray, transform: np.n
     }
 
 
-def shipped_tokenizer(folder: Path):
-    """The tokenizer.py that ships in `folder`, loaded by path (what an app runs)."""
-    spec = importlib.util.spec_from_file_location("amp_shipped_tokenizer", folder / "tokenizer.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def check(saved_model_dir: str | Path, examples: list[bytes], batch: int = 512) -> dict | None:
     """The shipped tokenizer's ids against Transform's on `examples`; None for a model without
     text features or without TFLite models."""
     import tensorflow as tf
 
+    from amp_pipeline.components.export.device_parity import example_cells, load_shipped
+
     inputs = text_inputs(saved_model_dir)
     if not inputs or not examples:
         return None
     folder = Path(saved_model_dir) / "tflite"
-    tokenizer = shipped_tokenizer(folder)
+    tokenizer = load_shipped(folder / "tokenizer.py")
+    cells = [example_cells(record) for record in examples]
     transform = tf.saved_model.load(str(saved_model_dir)).signatures[names.TRANSFORM_SIGNATURE]
     x = np.concatenate([
         transform(examples=tf.constant(examples[i : i + batch]))[names.FEATURES_KEY].numpy()
@@ -115,7 +86,7 @@ def check(saved_model_dir: str | Path, examples: list[bytes], batch: int = 512) 
     for t in inputs:
         start, stop = t["x_columns"]
         vocabulary = tokenizer.read_vocabulary(folder / t["vocabulary_file"])
-        raw = [cell or "" for cell in _cells(examples, t["features"][0])]  # missing: empty
+        raw = [str(c.get(t["features"][0]) or "") for c in cells]  # missing: empty
         ids = np.array(tokenizer.encode_all(raw, vocabulary, t["max_tokens"]), np.float32)
         features.append(_compare("text", t["columns"][0], raw, ids, x[:, start:stop]))
     return {"features": features}

@@ -60,10 +60,8 @@ def _converter(saved_model_dir: str, variant: str, representative):
     stay float (or strings, or int64), so an app needs no quantization parameters."""
     import tensorflow as tf
 
-    from amp_pipeline.components.export.device_graph import SIGNATURE
-
     converter = tf.lite.TFLiteConverter.from_saved_model(
-        saved_model_dir, signature_keys=[SIGNATURE]
+        saved_model_dir, signature_keys=[names.DEVICE_SIGNATURE]
     )
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     if variant == "float16":
@@ -100,11 +98,9 @@ class LiteRTRunner:
     def __init__(self, path: str | Path, threads: int = 1):
         from ai_edge_litert.interpreter import Interpreter
 
-        from amp_pipeline.components.export.device_graph import SIGNATURE
-
         self.threads = threads
         self.interpreter = Interpreter(model_path=str(path), num_threads=threads)
-        self.runner = self.interpreter.get_signature_runner(SIGNATURE)
+        self.runner = self.interpreter.get_signature_runner(names.DEVICE_SIGNATURE)
         self.output = next(iter(self.runner.get_output_details()))
 
     def __call__(self, feed: dict) -> np.ndarray:
@@ -188,7 +184,7 @@ def export_tflite(
             "path": str(path),
             "size_bytes": path.stat().st_size,
         }
-        card = {"variant": variant, "signature": _signature_name(), **sidecar}
+        card = {"variant": variant, "signature": names.DEVICE_SIGNATURE, **sidecar}
         path.with_suffix(".json").write_text(json.dumps(card, indent=2))
     summary = {
         "task": sidecar["output"].get("task", "classification"),
@@ -198,9 +194,3 @@ def export_tflite(
     }
     (out / names.TFLITE_REPORT_JSON).write_text(json.dumps(summary, indent=2))
     return summary
-
-
-def _signature_name() -> str:
-    from amp_pipeline.components.export.device_graph import SIGNATURE
-
-    return SIGNATURE
