@@ -71,7 +71,11 @@ def PromotionNotice(  # noqa: N802 - TFX component names are classes
 
 
 def create_pipeline(
-    output: Path, train_steps: int, speed_rounds: int, tflite: tuple[str, ...]
+    output: Path,
+    train_steps: int,
+    speed_rounds: int,
+    tflite: tuple[str, ...],
+    policy: str = "auto",
 ) -> tfx.dsl.Pipeline:
     from amp_pipeline import tfx as amp
 
@@ -94,7 +98,7 @@ def create_pipeline(
         transform.outputs["transform_graph"],
         task,
         amp.TrainOptions(
-            model="mlp", policy="auto", train_steps=train_steps, tflite_variants=tflite
+            model="mlp", policy=policy, train_steps=train_steps, tflite_variants=tflite
         ),
     )
     judged = amp.judges(
@@ -156,6 +160,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-steps", type=int, default=300)
     parser.add_argument("--speed-rounds", type=int, default=7)
     parser.add_argument(
+        "--policy",
+        default="auto",
+        choices=("auto", "mixed_bfloat16", "mixed_float16", "float32"),
+        help="the AMP twin's policy; auto follows the hardware",
+    )
+    parser.add_argument(
         "--tflite", default="float32,float16,dynamic_int8", help="variants, or none"
     )
     parser.add_argument("--compile-kfp", type=Path, help="write a KFP v2 spec here, run nothing")
@@ -163,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     output = args.output.resolve()
     variants = () if args.tflite == "none" else tuple(args.tflite.split(","))
-    pipeline = create_pipeline(output, args.train_steps, args.speed_rounds, variants)
+    pipeline = create_pipeline(output, args.train_steps, args.speed_rounds, variants, args.policy)
     if args.compile_kfp:
         runner = tfx.orchestration.experimental.KubeflowV2DagRunner(
             config=tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(

@@ -197,9 +197,11 @@ def _run_locked(config: RunConfig) -> dict:
             limits_model = model_for_limits(config, data, module_ref)
             batch_limits.check_batch_size(config.train.batch_size, data.rows, limits_model)
             recipe = choose_recipe(detect_hardware(), config.policy, config.xla)
+            # The probe says, before training, whether the AMP precision gains here: for the
+            # policy the hardware chose and for one the user named (autotune probes itself).
             probe = (
                 recipe_probe(limits_model, recipe.policy, config.train.batch_size)
-                if config.policy == "auto"
+                if config.policy != "autotune"
                 else None
             )
             del limits_model

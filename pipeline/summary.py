@@ -354,6 +354,9 @@ def build_summary(
             "failed": decision["failed"],
             "rules": decision["rules"],
             "twins": decision.get("twins"),
+            # TFMA's Evaluators judge the AMP twin (against float32, against production),
+            # whichever twin ships; the gate's own rules judge each twin (`twins`).
+            "tfma_twin": "amp",
             "tfma_failures": decision["tfma_failures"],
             # TFMA's reading of a large eval split is a sample (components/gate/evaluator.py).
             "tfma_sample": decision.get("tfma_sample"),
@@ -362,7 +365,7 @@ def build_summary(
         "reference": reference_summary(fp32, amp, shipped),
         "categories": fp32.get("categories") or {},
         "exports": exports(pushed_path, edge),
-        "serving": _serving(decision.get("serving", {})),
+        **serving_summary(decision),
         "already_in_production": already,
         "evaluation": evaluation_paths(outputs),
         "data": {**data_summary(data_dict), "tolerated": tolerated_findings(outputs)},
@@ -479,7 +482,19 @@ def write_summary(summary: dict, output_dir: Path) -> Path:
     return path
 
 
-def _serving(report: dict) -> dict:
+def _serving(report: dict | None) -> dict:
     """The infra validation's verdict and latencies, without its configuration echo."""
-    keys = ("passed", "reasons", "examples", "signatures", "latency")
-    return {k: report[k] for k in keys if k in report}
+    keys = ("passed", "reasons", "examples", "signatures", "latency", "skipped")
+    return {k: report[k] for k in keys if k in (report or {})}
+
+
+def serving_summary(decision: dict) -> dict:
+    """`serving`: the infra validation of the twin that shipped (of the AMP twin when neither
+    did), named in its `twin`; `serving_by_twin`: each twin's, under its name (the float32
+    twin is served only when it may ship)."""
+    by_twin = {
+        twins.AMP: _serving(decision.get("serving")),
+        twins.FLOAT32: _serving(decision.get("fp32_serving")),
+    }
+    twin = twins.FLOAT32 if decision.get("shipped_precision") == twins.FLOAT32 else twins.AMP
+    return {"serving": {"twin": twin, **by_twin[twin]}, "serving_by_twin": by_twin}

@@ -215,6 +215,11 @@ LOOSE_GATE = (
     "--accuracy-tolerance", "0.05", "--min-speedup", "0", "--tflite-max-int8-drop", "0.1",
     "--recall-tolerance", "0.2", "--auc-tolerance", "0.05",
 )  # fmt: skip
+# Tests about a reduced-precision AMP twin name its policy: `--policy auto` resolves to float32
+# on a CPU with neither AVX-512 BF16 nor AMX (CI's Intel runners, Zen 3), where the AMP twin
+# would be the float32 program a second time. mixed_bfloat16 runs on every x86 CPU (emulated,
+# slower, where the hardware lacks it), so these tests see the same two programs everywhere.
+PINNED_AMP = ("--policy", "mixed_bfloat16")
 # Runs that test neither the TFLite export nor the speed measurement skip both: no TFLite
 # conversion, no side-by-side timing (the speed rule then judges the trainers' own
 # throughputs). The digits run of test_pipeline_e2e.py tests both, at their defaults.

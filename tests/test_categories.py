@@ -29,6 +29,7 @@ def rows(n: int = 400):
     return [
         {
             "userId": int(rng.integers(50)),  # an ID, repeated: a category
+            "store_id": int(rng.integers(10)),  # 10 stores: categories too, not a magnitude
             "order_id": i,  # an ID, unique per row: excluded
             "city": f"city{int(rng.integers(40))}",  # 40 values: embedded
             "color": ["red", "blue", "green"][i % 3],  # 3 values: one-hot
@@ -41,7 +42,7 @@ def rows(n: int = 400):
 
 def test_ids_and_many_valued_strings_become_categories(tmp_path):
     spec = prepare(write(tmp_path / "d.csv", rows()), "y", tmp_path / "w")
-    assert spec.categorical_features == ("userId", "city")
+    assert spec.categorical_features == ("userId", "store_id", "city")
     assert spec.string_features == ("color",)
     assert [n for n, _ in spec.numeric_features] == ["age"]
     assert any(e["feature"] == "order_id" and "ID-like" in e["reason"] for e in spec.excluded)

@@ -90,3 +90,31 @@ def test_every_class_with_class_metrics_all_and_macro_recall_for_many_classes():
     assert names == ["recall[a]", "recall[b]", "recall[c]", "recall[d]", "macro_recall"]
     macro = rules[-1]
     assert macro.value == pytest.approx(0.0) and macro.outcome in ("pass", "unproven")
+
+
+def test_pr_auc_is_read_for_the_rare_class_when_it_is_class_0():
+    """A string label whose rare class sorts first ('churned', 5%, id 0): AMP scrambles its
+    scores. Class 1's PR AUC barely moves (0.995+ either way); the rare class's collapses,
+    and that is what the rule reads and names."""
+    rng = np.random.default_rng(3)
+    n, rare = 2000, 100
+    labels = np.ones(n, np.int64)
+    labels[:rare] = 0
+    p1_fp32 = np.where(labels == 1, rng.uniform(0.45, 1, n), rng.uniform(0, 0.5, n))
+    p1_amp = p1_fp32.copy()
+    p1_amp[:rare] = rng.uniform(0.3, 0.7, rare)  # the rare class no longer separates
+    e = class_metrics.ClassEvidence(
+        labels=labels,
+        amp=(p1_amp > 0.5).astype(np.int64)[None],
+        fp32=(p1_fp32 > 0.5).astype(np.int64)[None],
+        classes=("churned", "stayed"),
+        amp_scores=p1_amp[None].astype(np.float32),
+        fp32_scores=p1_fp32[None].astype(np.float32),
+    )
+    (pr,) = [r for r in class_metrics.class_rules(e, 0.05, 0.01, False) if r.name == "pr_auc"]
+    assert "positive class 'churned', the rarer" in pr.detail
+    assert pr.value < -0.2 and pr.outcome == "fail"
+    class_1 = class_metrics._weighted_average_precision
+    ones = np.ones((1, n))
+    moved = class_1(p1_fp32, labels == 1, ones)[0] - class_1(p1_amp, labels == 1, ones)[0]
+    assert abs(moved) < 0.01  # inside the tolerance: class 1's area would have passed

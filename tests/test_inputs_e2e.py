@@ -13,6 +13,7 @@ from tests.conftest import run_cli
 from tests.helpers import (
     CHEAP,
     LOOSE_GATE,
+    PINNED_AMP,
     csv_rows,
     digits_rows,
     predict_classes,
@@ -47,6 +48,7 @@ def churn_run(tmp_path_factory):
         *LOOSE_GATE,
         *CHEAP,
         *UNREACHABLE,
+        *PINNED_AMP,
     )
     return out, result
 
@@ -97,6 +99,11 @@ def test_amp_not_faster_ships_the_float32_twin(churn_run):
     assert decision["shipped_precision"] == "float32"
     assert {r["name"] for r in decision["rules"]} >= {"min_accuracy", "serving_infra"}
     assert "accuracy_parity" not in {r["name"] for r in decision["rules"]}
+    # The summary's serving is the shipped twin's infra validation; the AMP twin's sits under
+    # its name.
+    assert summary["serving"]["twin"] == "float32" and summary["serving"]["passed"] is True
+    assert summary["serving"]["latency"] == decision["fp32_serving"]["latency"]
+    assert summary["serving_by_twin"]["amp"]["latency"] == decision["serving"]["latency"]
     # The float32 twin is what was pushed: its variables are float32 and its own TFLite model
     # sits beside it, listed in the summary.
     pushed = out / "serving" / "churn" / pushed_versions(out / "serving" / "churn")[-1]
@@ -120,6 +127,44 @@ def trainer_math(out, trainer: str) -> dict:
     return json.loads(newest.read_text())["fp32_math"]
 
 
+def test_monitor_judges_traffic_by_the_schema_the_model_trained_with(churn_run, tmp_path):
+    """Served churn rows with a city the data never had and missing ages, answered by the pushed
+    model: the monitor reads the curated schema (age made optional, as in training) and reads
+    the new city through the OOV id, as AnomalyCheck judged the eval split. Neither is an
+    anomaly; SchemaGen's raw schema would have made both one."""
+    import tensorflow as tf
+
+    from amp_pipeline.pipeline.monitor.check import MonitorOptions, monitor
+    from amp_pipeline.pipeline.monitor.run_record import read_run
+    from amp_pipeline.serving.requestlog.writer import RequestLog, RequestLogConfig
+    from tests.helpers import tf_example
+
+    out, result = churn_run
+    assert result.returncode == 0
+    run = read_run(out)
+    assert "city" in run.open_features and "age" in run.optional_features
+    (age,) = [f for f in run.schema.feature if f.name == "age"]
+    assert age.presence.min_fraction == 0 and not age.HasField("shape")
+    summary = json.loads((out / "run_summary.json").read_text())
+    pushed = summary["exports"]["saved_model"]
+    rows = [
+        tf_example(age=None if i % 3 == 0 else 30 + i % 40, income=20.0 + i % 30,
+                   city="tokyo" if i % 4 == 0 else ["lima", "rome", "oslo"][i % 3])
+        for i in range(120)
+    ]  # fmt: skip
+    examples = np.array(rows, object)
+    signature = tf.saved_model.load(pushed).signatures["serving_default"]
+    outputs = {k: v.numpy() for k, v in signature(examples=tf.constant(examples)).items()}
+    log = RequestLog(RequestLogConfig(tmp_path / "logs"))
+    log.draw()
+    log.offer("churn", run.version, "serving_default", {"examples": examples}, outputs,
+              {"examples"}, "grpc")  # fmt: skip
+    log.close()
+    checked, _ = monitor(MonitorOptions(out, tmp_path / "logs", tmp_path / "mon", track=False))
+    assert checked["anomalies"] == {}, checked["anomalies"]
+    assert "city" in {t["feature"] for t in checked["tolerated"]}
+
+
 def test_the_float32_twin_is_strict_float32_by_default(churn_run):
     out, result = churn_run
     summary = json.loads((out / "run_summary.json").read_text())
@@ -140,7 +185,7 @@ def test_require_amp_rejects_and_compares_with_the_pushed_float32_twin(churn_run
     result = run_cli(
         "run", "--data", str(TESTDATA / "churn.csv"), "--label", "churn", "--output", str(out),
         "--train-steps", "60", "--seed", "7", "--require-amp", "--fp32-math", "tf32",
-        *UNREACHABLE, *CHEAP,
+        *UNREACHABLE, *CHEAP, *PINNED_AMP,
     )  # fmt: skip
     assert result.returncode == 3, result.stdout + result.stderr
     assert "(--require-amp: the float32 twin is not shipped)" in result.stdout

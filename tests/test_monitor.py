@@ -149,3 +149,84 @@ def test_served_values_are_counted_into_the_reference_buckets_as_tfdv_counts():
     reference = drift.feature_stats(stats, "lectage")
     assert drift.numeric_distance(reference, values) == pytest.approx(0, abs=1e-3)
     assert drift.numeric_distance(reference, np.minimum(values + 1, 6)) > 0.1
+
+
+def test_a_feature_constant_in_training_reads_the_share_of_served_values_off_it():
+    """TFDV's histogram of an always-zero pixel is one bucket [0, 0] that holds every served
+    value: the share off the constant is what moves."""
+    import tensorflow_data_validation as tfdv
+
+    stats = tfdv.generate_statistics_from_dataframe(pd.DataFrame({"pixel_0": np.zeros(500)}))
+    thresholds = drift.Thresholds()
+    schema = drift.served_schema(tfdv.infer_schema(stats), "label", thresholds)
+    for served, share, beyond in ((np.full(50, 16.0), 1.0, True), (np.zeros(50), 0.0, False)):
+        frame = pd.DataFrame({"pixel_0": served})
+        served_stats = tfdv.generate_statistics_from_dataframe(frame)
+        checks = drift.feature_checks(stats, served_stats, schema, frame, thresholds)
+        skew = checks["features"]["pixel_0"]["skew"]
+        assert skew["comparator"] == drift.OFF_CONSTANT
+        assert skew["distance"] == share and skew["beyond"] is beyond
+    # One served row in 100 off the constant is a share of 0.01, under the threshold.
+    assert drift.share_off_constant(stats.datasets[0].features[0], np.r_[np.zeros(99), 3]) == 0.01
+
+
+def test_labels_with_an_empty_cell_are_read_as_the_log_writes_them(tmp_path):
+    """An integer label with an empty cell: pandas' own reading makes it float ("3.0"), which
+    never equals a served class "3"; the empty row is left out, the others are joined."""
+    labels_csv = tmp_path / "labels.csv"
+    labels_csv.write_text("id,label\n1,3\n2,\n3,5\n")
+    labels = shadow.read_labels(labels_csv, "id", "label")
+    assert labels.to_dict() == {"1": "3", "3": "5"}
+    rows = _rows(["3", "4", "5"], ["3", "4", "1"], ["1", "2", "3"])
+    labelled = shadow.shadow_report(rows, 1, 2, False, labels, "id")["labelled"]
+    assert labelled["examples"] == 2 and labelled["production_accuracy"] == 1.0
+    assert labelled["candidate_accuracy"] == 0.5
+
+
+def test_the_regression_shadow_interval_is_student_t():
+    """Five examples: the t quantile (2.776 at 4 degrees of freedom), not the normal 1.96."""
+    diffs = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    report = shadow.shadow_report(_rows([0.0] * 5, list(diffs), list("abcde")), 1, 2, True)
+    lo, hi = report["agreement"]["interval"]
+    assert (hi - lo) / 2 == pytest.approx(2.7764 * diffs.std(ddof=1) / np.sqrt(5), rel=1e-3)
+
+
+def test_a_second_check_reads_only_the_requests_logged_since_the_first(tmp_path):
+    """1,000 requests of "a", checked; then 100 of "b": the second window is the 100, all "b"
+    (over the whole folder the share of "b" would be 0.09, under the 0.1 threshold); a third
+    check with nothing new says so."""
+    from amp_pipeline.serving.requestlog.records import log_files
+
+    def log(n: int, value: str) -> None:  # a new file each time, as a restarted server writes
+        examples = np.array([tf_example(city=value.encode())] * n, object)
+        answers = {"classes": np.array([b"no"] * n)}
+        _log(tmp_path / "logs", [("churn", 2, "serving_default", {"examples": examples}, answers)])
+
+    log(1000, "a")
+    traffic = read_traffic(tmp_path / "logs", "churn")
+    assert traffic.records == 1 and len(traffic.rows) == 1000
+    log(100, "b")
+    window = read_traffic(tmp_path / "logs", "churn", traffic.cursor)
+    assert len(window.rows) == 100 and set(window.rows["city"]) == {"b"}
+    assert window.cursor == {f.name: 1 for f in log_files(tmp_path / "logs")}
+    assert len(window.cursor) == 2
+    with pytest.raises(InputError, match="no request logged since the last check"):
+        read_traffic(tmp_path / "logs", "churn", window.cursor)
+
+
+def test_served_findings_the_run_tolerated_are_tolerated_unless_the_column_is_closed():
+    """A new city, read through the vocabulary's OOV id, is no anomaly in an open column (as
+    AnomalyCheck judged the eval split); declared closed (`--closed-columns city`), it is."""
+    import tensorflow_data_validation as tfdv
+
+    train = pd.DataFrame({"city": ["Oslo", "Rome"] * 50})
+    stats = tfdv.generate_statistics_from_dataframe(train)
+    thresholds = drift.Thresholds(categorical=1.0)
+    schema = drift.served_schema(tfdv.infer_schema(stats), "label", thresholds)
+    frame = pd.DataFrame({"city": ["Oslo", "Rome", "Lima"] * 10})
+    served = tfdv.generate_statistics_from_dataframe(frame)
+    open_ = drift.feature_checks(stats, served, schema, frame, thresholds, None, {"city"})
+    assert open_["anomalies"] == {}
+    assert [t["feature"] for t in open_["tolerated"]] == ["city"]
+    closed = drift.feature_checks(stats, served, schema, frame, thresholds)
+    assert list(closed["anomalies"]) == ["city"] and closed["tolerated"] == []

@@ -13,6 +13,7 @@ from tests.conftest import clean_env, run_cli
 from tests.helpers import (
     CHEAP,
     LOOSE_GATE,
+    PINNED_AMP,
     check_edge_app,
     check_tracked_run,
     digits_rows,
@@ -36,7 +37,7 @@ def digits_run(tmp_path_factory):
     env = {k: v for k, v in clean_env().items() if k != "PYTHONDONTWRITEBYTECODE"}
     result = subprocess.run(
         [str(bin_dir / "amp-pipeline"), "run", "--output", str(out), "--train-steps", STEPS,
-         *LOOSE_GATE],
+         *LOOSE_GATE, *PINNED_AMP],
         cwd=root, capture_output=True, text=True, timeout=600, check=False, env=env,
         stdin=subprocess.DEVNULL,
     )  # fmt: skip
@@ -72,7 +73,7 @@ def test_digits_run_promotes_and_the_pushed_model_reads_digits(digits_run):
     assert result.returncode == 0, result.stdout + result.stderr
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["status"] == "promoted" and summary["exit_code"] == 0
-    # The digits CNN gains from AMP: the AMP twin ships (LOOSE_GATE asks for no speed-up).
+    # The AMP twin ships (LOOSE_GATE asks for no speed-up, and its accuracy is within 0.05).
     assert summary["shipped_precision"] == summary["gate"]["shipped_precision"] == "amp"
     for trainer in ("fp32", "amp"):
         figures = summary[trainer]
@@ -204,7 +205,7 @@ def test_rerun_uses_cache_and_keeps_every_pushed_version(digits_run):
     (old_version,) = pushed_versions(serving)
     old_digest = tree_digest(serving / old_version)
 
-    cached = run_cli("run", "--output", str(out), "--train-steps", STEPS, *LOOSE_GATE)
+    cached = run_cli("run", "--output", str(out), "--train-steps", STEPS, *LOOSE_GATE, *PINNED_AMP)
     assert cached.returncode == 0, cached.stderr
     progress = [ln for ln in cached.stdout.splitlines() if "/15]" in ln]
     for name in ("CsvExampleGen", "Transform", "TrainerAmp", "TrainerFp32", "Evaluator "):
@@ -231,6 +232,7 @@ def test_rerun_uses_cache_and_keeps_every_pushed_version(digits_run):
         "100",
         *LOOSE_GATE,
         *CHEAP,
+        *PINNED_AMP,
     )
     assert fresh.returncode == 0, fresh.stderr
     versions = pushed_versions(serving)
@@ -275,6 +277,7 @@ def test_rejection_names_the_rule_and_leaves_production_untouched(digits_run):
         "--serving-latency-budget-ms",
         "0.001",
         *CHEAP,
+        *PINNED_AMP,
     )
     assert result.returncode == 3, result.stdout + result.stderr
     assert "gate         REJECTED: failed accuracy_parity" in result.stdout
@@ -386,8 +389,7 @@ def _log_as_served(folder, base, production, candidate, rows, shift=None):
     inputs = {
         k: np.array([[int(float(r[k]))] for r in rows], np.int64) for k in rows[0] if k != "label"
     }
-    if shift:
-        name, by = shift
+    for name, by in shift or ():
         inputs[name] = np.minimum(inputs[name] + by, 16)
     log = RequestLog(RequestLogConfig(folder))
     for version, origin in ((production, "grpc"), (candidate, "grpc/shadow")):
@@ -407,7 +409,8 @@ def _log_as_served(folder, base, production, candidate, rows, shift=None):
 def test_after_the_push_monitor_checks_traffic_and_judges_a_shadow(digits_run, tmp_path, capsys):
     """README "After the push" on the run's pushed versions: `monitor` exits 0 on rows drawn
     from the training CSV and reports the shadow's agreement with an interval; on the same rows
-    with pixel_20 shifted by 6 (of 16) it exits 4, naming the feature in one line."""
+    with pixel_20 shifted by 6 (of 16) and the always-zero pixel_0 served as 5 it exits 4,
+    naming the first feature in one line."""
     out, _ = digits_run
     serving = out / "serving" / "digits"
     versions = [int(v) for v in pushed_versions(serving)]
@@ -430,7 +433,9 @@ def test_after_the_push_monitor_checks_traffic_and_judges_a_shadow(digits_run, t
     assert lo <= shadow["agreement"]["share"] <= hi and hi - lo < 0.2
     assert result["mlflow_run_id"]  # a child run of the model's MLflow run
 
-    _log_as_served(tmp_path / "shifted", serving, production, None, rows, ("pixel_20", 6))
+    # pixel_20 shifted by 6, and pixel_0, zero on every training row, served as 5.
+    shifts = (("pixel_20", 6), ("pixel_0", 5))
+    _log_as_served(tmp_path / "shifted", serving, production, None, rows, shifts)
     # The command's own function, in this process (the TF import of a fresh one saved).
     from amp_pipeline.pipeline.cli import build_parser
     from amp_pipeline.pipeline.cli.monitor import cmd_monitor
@@ -441,7 +446,9 @@ def test_after_the_push_monitor_checks_traffic_and_judges_a_shadow(digits_run, t
     )  # fmt: skip
     assert cmd_monitor(args) == 4
     last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert last.startswith("amp-pipeline: monitor: skew in feature pixel_20: Jensen-Shannon")
+    assert last.startswith("amp-pipeline: monitor: skew in feature pixel_0: share off the constant")
     flagged = json.loads((tmp_path / "mon2" / "monitor.json").read_text())["features"]
-    assert [name for name, f in flagged.items() if f["skew"]["beyond"]] == ["pixel_20"]
+    assert [name for name, f in flagged.items() if f["skew"]["beyond"]] == ["pixel_0", "pixel_20"]
+    assert flagged["pixel_0"]["skew"]["distance"] == 1.0
+    assert flagged["pixel_20"]["skew"]["comparator"] == "Jensen-Shannon"
     assert (tmp_path / "mon2" / "pixel_20_histograms.png").stat().st_size > 0

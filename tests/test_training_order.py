@@ -123,3 +123,19 @@ def test_the_shuffled_copy_holds_every_record_once_in_a_random_order(sorted_spli
     assert np.all(np.abs(first - np.bincount(labels) / len(labels)) < 0.06)
     position = np.corrcoef(np.arange(len(out)), out)[0, 1]
     assert abs(position) < 0.05
+
+
+def test_the_reference_sample_of_a_streamed_sorted_split_is_uniform(sorted_split, monkeypatch):
+    """Past the in-memory bound the reference baseline reads a sample of at most that many
+    bytes: drawn from the shuffled copy, it holds each class about equally; the first rows of
+    the label-sorted files would hold the first classes only."""
+    spec, _, labels = sorted_split
+    monkeypatch.setattr(datasets, "IN_MEMORY_MAX_BYTES", 400_000)  # 11,111 of 24,000 rows
+    datasets._shuffled_copy.cache_clear()
+    datasets.first_rows.cache_clear()
+    assert datasets.memory_arrays(spec, 1) is None
+    _, y = datasets.train_sample(spec)
+    assert len(y) == 400_000 // ((WIDTH + 1) * 4)
+    shares = np.bincount(y, minlength=CLASSES) / len(y)
+    assert np.all(np.abs(shares - np.bincount(labels) / len(labels)) < 0.02), shares
+    assert np.bincount(labels[: len(y)], minlength=CLASSES)[-1] == 0  # what the first rows hold

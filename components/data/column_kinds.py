@@ -160,10 +160,13 @@ def is_bag(col: _Column, named: bool, as_category: bool) -> bool:
 
 
 def is_embedded_category(col: _Column, named: bool) -> bool:
-    """A column whose values are categories too many to one-hot: a string column with more
-    than ONE_HOT_MAX distinct values in the sample (not text), or an integer column of IDs
-    (named like one, `user_id`, `movieId`, with repeated values; or named by
-    --categorical-columns). Its values get a vocabulary and a learned embedding."""
+    """A column whose values are categories read through a vocabulary and a learned embedding:
+    a string column with more than ONE_HOT_MAX distinct values in the sample (not text; one
+    with fewer is one-hot), or an integer column of IDs (named like one, `user_id`, `movieId`,
+    with repeated values; or named by --categorical-columns), however few its values: a
+    `store_id` of 10 stores is 10 categories, not a magnitude to standardise. (Integer IDs
+    are not one-hot: the device graph has no builtin op that turns an int64 into the string a
+    one-hot vocabulary is keyed by, while the embedding's lookup ranks the integer itself.)"""
     if col.kind == "string":
         return col.sample_distinct > ONE_HOT_MAX
     if col.kind == "int":
@@ -171,7 +174,7 @@ def is_embedded_category(col: _Column, named: bool) -> bool:
             return True
         is_id = ID_NAME.search(col.original) or CAMEL_ID.search(col.original)
         repeated = col.sample_distinct < col.sample_rows
-        return bool(is_id) and repeated and col.sample_distinct > ONE_HOT_MAX
+        return bool(is_id) and repeated
     return False
 
 

@@ -8,8 +8,9 @@ against its float32 twin, on the same eval examples (seeds pooled per example):
   and under half of an even share, 1 / (2 x classes); every class with `--class-metrics all`),
   paired on that class's examples exactly as
   `accuracy_parity` pairs all of them (components/gate/stats.py::parity);
-- `roc_auc` and `pr_auc` for a binary label: the difference of the twins' areas (each the mean
-  over seeds), its 95% interval a paired bootstrap over examples (an example's seeds and both
+- `roc_auc` and `pr_auc` for a binary label, read for its rarer class (the one the recall rules
+  name; class 1 on a tie): the difference of the twins' areas (each the mean over seeds), its
+  95% interval a paired bootstrap over examples (an example's seeds and both
   twins' scores together);
 - `macro_recall` for more than two classes: the mean of the per-class recalls, likewise.
 
@@ -202,16 +203,23 @@ def class_rules(
     """Every rule of the rare class for this label (see the module docstring)."""
     rules = recall_rules(e, recall_tolerance, strict, which)
     if len(e.classes) == 2 and e.amp_scores is not None and e.fp32_scores is not None:
-        positive = e.labels == 1
-        name = e.classes[1]
+        # The areas are read for the rarer class (class 1 on a tie), the one the recall rules
+        # watch: PR AUC is not symmetric, and a string label's class 1 is merely the second
+        # name in order. The scores are class 1's probability: class 0's is 1 - p.
+        cls = 0 if np.sum(e.labels == 0) < np.sum(e.labels == 1) else 1
+        positive = e.labels == cls
+        amp_scores, fp32_scores = (
+            (e.amp_scores, e.fp32_scores) if cls == 1 else (1 - e.amp_scores, 1 - e.fp32_scores)
+        )
+        name = e.classes[cls]
         for rule, what, fn in (
-            ("roc_auc", f"ROC AUC (positive class {name!r})", _weighted_roc_auc),
-            ("pr_auc", f"PR AUC (positive class {name!r})", _weighted_average_precision),
+            ("roc_auc", f"ROC AUC (positive class {name!r}, the rarer)", _weighted_roc_auc),
+            ("pr_auc", f"PR AUC (positive class {name!r}, the rarer)", _weighted_average_precision),
         ):
             metric = lambda scores, weights, fn=fn: fn(scores, positive, weights)  # noqa: E731
             rules.append(
                 _bootstrap_rule(
-                    rule, what, metric, e, e.amp_scores, e.fp32_scores, auc_tolerance, strict
+                    rule, what, metric, e, amp_scores, fp32_scores, auc_tolerance, strict
                 )
             )
     elif len(e.classes) > 2:

@@ -47,20 +47,29 @@ def measure(fp32_spec, amp_spec, rounds: int = ROUNDS) -> dict:
     compile_model(fp32_spec, fp32, amp_spec.xla)  # same XLA setting: only the precision differs
     amp, _ = build_fresh(amp_spec, amp_spec.policy)  # its layers keep this policy
     compile_model(amp_spec, amp, amp_spec.xla)
-    for model in (fp32, amp):
-        timed_steps(model, batches, WARMUP_STEPS)
-    step = max(timed_steps(fp32, batches, 3) / 3, 1e-4)
-    steps = max(5, math.ceil(MIN_BURST_SECONDS / step))
     # float32 bursts under the float32 twin's math (strict: TF32 off); AMP under TensorFlow's
     # default. Where TF32 exists and the twin is strict, a TF32 burst too: AMP vs TF32 is the
     # ratio NVIDIA publishes, shown beside the one the gate uses.
     strict = getattr(fp32_spec, "fp32_math", fp32_math.STRICT) == fp32_math.STRICT
     tf32_too = strict and bool(fp32_math.tf32_capable_gpus())
     tf32_on = {"fp32": not strict, "amp": True, "tf32": True}
+    models = {"fp32": fp32, "amp": amp}
+    if tf32_too:  # its own program: one compiled under strict math is not reused under TF32
+        models["tf32"], _ = build_fresh(fp32_spec, "float32")
+        compile_model(fp32_spec, models["tf32"], amp_spec.xla)
+    # Each program warms up, and under XLA compiles, under the TF32 setting of its own bursts:
+    # whether XLA reads the setting when it compiles or when it runs is not settled here (no
+    # GPU), and a strict burst must not run a program compiled with TF32 on.
+    for name, model in models.items():
+        tf.config.experimental.enable_tensor_float_32_execution(tf32_on[name])
+        timed_steps(model, batches, WARMUP_STEPS)
+    tf.config.experimental.enable_tensor_float_32_execution(tf32_on["fp32"])
+    step = max(timed_steps(fp32, batches, 3) / 3, 1e-4)
+    steps = max(5, math.ceil(MIN_BURST_SECONDS / step))
     ratios, tf32_ratios, fp32_ms, amp_ms = [], [], [], []
     for r in range(rounds):
         times = {}
-        order = [("fp32", fp32), ("amp", amp)] + ([("tf32", fp32)] if tf32_too else [])
+        order = list(models.items())
         for name, model in order if r % 2 == 0 else order[::-1]:
             tf.config.experimental.enable_tensor_float_32_execution(tf32_on[name])
             times[name] = timed_steps(model, batches, steps)

@@ -269,24 +269,28 @@ def dataset_arrays(ds, max_rows: int) -> tuple:
 
 
 def train_sample(spec: TrainSpec) -> tuple[np.ndarray, np.ndarray]:
-    """The train split's (x, y): from memory where it is trained from memory, else its first
-    rows as Transform wrote them, at most REFERENCE_MAX_ROWS and IN_MEMORY_MAX_BYTES of them."""
+    """The train split's (x, y): from memory where it is trained from memory, else a uniform
+    random sample of it, at most REFERENCE_MAX_ROWS and IN_MEMORY_MAX_BYTES of rows: the first
+    rows of its shuffled copy (the one the twins train from), not of Transform's files, which
+    keep the input's order (a CSV sorted by time, label or id)."""
     arrays = memory_arrays(spec, 1)
     if arrays is None:
         fits = IN_MEMORY_MAX_BYTES // ((input_width(spec) + 1) * 4)
         rows = max(1, min(REFERENCE_MAX_ROWS, fits))
-        arrays = first_rows(tuple(spec.train_files), spec.transform_output, rows)
+        arrays = first_rows(shuffled_train_files(spec), spec.transform_output, rows, "")
     return arrays
 
 
 @functools.lru_cache(maxsize=1)
-def first_rows(files: tuple[str, ...], transform_output: str, rows: int) -> tuple:
-    """(x, y) of the first `rows` rows of a split, read once per process (the reference
+def first_rows(
+    files: tuple[str, ...], transform_output: str, rows: int, compression: str = "GZIP"
+) -> tuple:
+    """(x, y) of the first `rows` rows of `files`, read once per process (the reference
     baseline and the category coverage both read them)."""
-    plain = make_dataset(files, transform_output, 4096, 0, False)
+    plain = make_dataset(files, transform_output, 4096, 0, False, compression=compression)
     return dataset_arrays(plain, rows)
 
 
 # The reference baseline reads at most this many train rows (from memory where the split is
-# trained from memory, else the first rows of Transform's files).
+# trained from memory, else the first rows of its shuffled copy: a uniform sample).
 REFERENCE_MAX_ROWS = 1_000_000

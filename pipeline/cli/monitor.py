@@ -79,6 +79,11 @@ def cmd_monitor(args: argparse.Namespace) -> int:
         f"monitor: {result['examples']} served examples of {result['model']} version "
         f"{result['production_version']}: {result['verdict']}; {out / 'monitor.md'}"
     )
+    window = result.get("window") or {}
+    if window.get("since"):
+        print(
+            f"  window: {window['records']} records logged since the last check ({window['since']})"
+        )
     if result.get("few_examples"):
         print("  note: fewer than 100 examples: the distances are noisy")
     shadow = result.get("shadow")

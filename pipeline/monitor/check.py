@@ -1,5 +1,10 @@
 """`amp-pipeline monitor`: the logged traffic of the run's model against its training data.
 
+A check reads one window: the requests logged since the previous check into the same output
+folder (window.json records where that one stopped), or every request in the folder the first
+time. Skew, anomalies and the shadow read this window; drift compares it with the previous
+window's statistics, a disjoint set of requests.
+
 Exit codes: 0 nothing beyond a threshold; 4 skew, drift, a schema anomaly or prediction drift
 (the first feature named in one line); 2 bad input (no logs, a run with no statistics).
 """
@@ -8,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import shutil
 from pathlib import Path
 
@@ -19,6 +25,10 @@ from amp_pipeline.serving.requestlog.writer import read_settings
 EXIT_OK = 0
 SERVED_STATS = "served_statistics.pb"
 PREVIOUS_STATS = "previous_served_statistics.pb"
+# Where the last window stopped in the request logs ({file: records read}) and the newest
+# record's time: a window is the requests since the previous check, so that drift against the
+# last window compares two disjoint sets of requests.
+WINDOW_JSON = "window.json"
 FEW_EXAMPLES = 100
 
 
@@ -36,7 +46,11 @@ class MonitorOptions:
 def monitor(options: MonitorOptions) -> tuple[dict, int]:
     import tensorflow_data_validation as tfdv
 
-    served = traffic.read_traffic(options.requests, served_model_name(options.run))
+    out = Path(options.output)
+    window = read_window(out, options.requests)
+    served = traffic.read_traffic(
+        options.requests, served_model_name(options.run), window.get("cursor")
+    )
     production, candidate = shadow.versions(served.rows)
     run = read_run(options.run, production)  # the run that pushed the version users got
     rows = served.production()
@@ -45,7 +59,6 @@ def monitor(options: MonitorOptions) -> tuple[dict, int]:
     schema = drift.served_schema(run.schema, run.label, options.thresholds, not_logged)
     frame = drift.features_frame(rows, schema)
     served_stats = tfdv.generate_statistics_from_dataframe(frame)
-    out = Path(options.output)
     out.mkdir(parents=True, exist_ok=True)
     previous = None
     if (out / SERVED_STATS).is_file():  # the last window's, kept for drift
@@ -53,9 +66,18 @@ def monitor(options: MonitorOptions) -> tuple[dict, int]:
         previous = tfdv.load_stats_binary(str(out / PREVIOUS_STATS))
     with drift.native_stderr_quiet():
         checks = drift.feature_checks(
-            run.train_stats, served_stats, schema, frame, options.thresholds, previous
-        )
+            run.train_stats, served_stats, schema, frame, options.thresholds, previous,
+            run.open_features, run.optional_features,
+        )  # fmt: skip
     (out / SERVED_STATS).write_bytes(served_stats.SerializeToString())
+    this_window = {
+        "requests": str(Path(options.requests).resolve()),
+        "since": window.get("until"),  # None: the first window, every record in the folder
+        "until": _iso(served.newest),
+        "records": served.records,
+        "cursor": served.cursor,
+    }
+    (out / WINDOW_JSON).write_text(json.dumps(this_window, indent=2))
     answers = [a for a in rows[traffic.ANSWER].tolist() if a is not None]
     prediction = drift.prediction_drift(
         answers, run.eval_answers, run.regression, options.thresholds
@@ -67,6 +89,7 @@ def monitor(options: MonitorOptions) -> tuple[dict, int]:
         "requests": str(options.requests),
         "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "records": served.records,
+        "window": {k: this_window[k] for k in ("since", "until", "records")},
         "skipped_records": dict(served.skipped),
         "examples": len(rows),
         "not_logged": list(not_logged),
@@ -107,6 +130,25 @@ def monitor(options: MonitorOptions) -> tuple[dict, int]:
         )
         files = report.write(result, out)
     return result, EXIT_DRIFT if flagged else EXIT_OK
+
+
+def read_window(out: Path, requests: Path) -> dict:
+    """The last window's record (window.json in the monitor's folder): where in the request
+    logs it stopped. Empty for the first check, or when the last one read another folder."""
+    path = out / WINDOW_JSON
+    if not path.is_file():
+        return {}
+    window = json.loads(path.read_text())
+    if window.get("requests") != str(Path(requests).resolve()):
+        return {}
+    return window
+
+
+def _iso(timestamp_secs: int) -> str | None:
+    if not timestamp_secs:
+        return None
+    at = datetime.datetime.fromtimestamp(timestamp_secs, datetime.timezone.utc)
+    return at.isoformat(timespec="seconds")
 
 
 def _file_name(feature: str) -> str:

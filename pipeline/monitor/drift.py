@@ -18,6 +18,13 @@ counts over re-cut buckets, and where the served values are all one value its re
 tensorflow/data-validation#216 reports the same sensitivity). Here the reference's histogram
 (its STANDARD buckets for a number, its value counts for a string) is the one binning, and the
 served values are counted into it exactly.
+
+A number that took one value in training (the digits' always-zero pixels) has one bucket [v, v]
+in TFDV's histogram: every served value falls into it, and no divergence on it moves. It is read
+instead as the share of served values off that value ("share off the constant"), against the
+same numeric threshold. The schema gets no range for it: one value off the constant would be a
+schema anomaly, and the digits' pixel_56, non-zero on 1 row of 1,797, would alarm on the
+model's own eval rows.
 """
 
 from __future__ import annotations
@@ -31,6 +38,9 @@ import pandas as pd
 from amp_pipeline.pipeline.monitor.traffic import ANSWER, KEY, SHADOW, VERSION
 
 SKEW, DRIFT = "skew", "drift"
+# A feature constant in the reference is read as the share of served values off that value:
+# a histogram of one bucket [v, v] holds every served value, and no divergence on it can move.
+OFF_CONSTANT = "share off the constant"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,6 +128,26 @@ def numeric_buckets(reference, values: np.ndarray) -> tuple | None:
     return edges, ref, now
 
 
+def constant_value(reference) -> float | None:
+    """The one value a numeric feature took in the reference, or None where it took several
+    (or none). TFDV gives such a feature one bucket [v, v]: every served value falls into it,
+    so a histogram distance on it is 0 whatever is served."""
+    stats = reference.num_stats
+    if not stats.common_stats.num_non_missing or stats.min != stats.max:
+        return None
+    return float(stats.min)
+
+
+def share_off_constant(reference, values: np.ndarray) -> float | None:
+    """The share of the served (non-missing) values that differ from the reference feature's
+    one value; None where the reference is not constant or nothing was served."""
+    constant = constant_value(reference)
+    values = values[np.isfinite(values)]
+    if constant is None or not len(values):
+        return None
+    return float(np.mean(values != constant))
+
+
 def numeric_distance(reference, values: np.ndarray) -> float | None:
     """Jensen-Shannon divergence (bits) of `values` against the reference feature's STANDARD
     histogram, on its own buckets (numeric_buckets)."""
@@ -154,8 +184,11 @@ def _ours(reference_stats, frame: pd.DataFrame, schema, thresholds: Thresholds) 
             comparator, threshold = "L-infinity", thresholds.categorical
         else:
             values = pd.to_numeric(frame[feature.name], errors="coerce").to_numpy(float)
-            distance = numeric_distance(reference, values)
-            comparator, threshold = "Jensen-Shannon", thresholds.numeric
+            threshold = thresholds.numeric
+            if constant_value(reference) is not None:
+                distance, comparator = share_off_constant(reference, values), OFF_CONSTANT
+            else:
+                distance, comparator = numeric_distance(reference, values), "Jensen-Shannon"
         if distance is not None:
             out[feature.name] = {
                 "distance": float(distance),
@@ -186,11 +219,18 @@ def native_stderr_quiet():
 
 def feature_checks(
     train_stats, served_stats, schema, frame: pd.DataFrame, thresholds: Thresholds,
-    previous_stats=None,
+    previous_stats=None, open_features: frozenset = frozenset(),
+    optional_features: frozenset = frozenset(),
 ) -> dict:  # fmt: skip
     """Per feature: skew (and drift, with an earlier window) distance, threshold and verdict,
-    with TFDV's own measurement beside it; and the schema anomalies of the traffic."""
+    with TFDV's own measurement beside it; and the schema anomalies of the traffic. The
+    findings the run tolerated in its eval split are tolerated in the traffic the same way
+    (components/data/anomaly_check.py: a new value of a column read through an
+    out-of-vocabulary id, a missing cell in a column that had them, a guessed boolean) and
+    listed apart, under "tolerated"."""
     import tensorflow_data_validation as tfdv
+
+    from amp_pipeline.components.data.anomaly_check import tolerate
 
     skew = _measurements(
         tfdv.validate_statistics(
@@ -209,6 +249,7 @@ def feature_checks(
         else {}
     )
     schema_anomalies = tfdv.validate_statistics(served_stats, schema, environment="SERVING")
+    tolerated = tolerate(schema_anomalies, set(open_features), set(optional_features))
     anomalies = {
         name: {
             "short": info.short_description,
@@ -227,7 +268,7 @@ def feature_checks(
                 tfdv_value = tfdv_found.get(name, {}).get("distance")
                 entry[kind] = {**ours[kind][name], "tfdv": tfdv_value}
         features[name] = entry
-    return {"features": features, "anomalies": anomalies}
+    return {"features": features, "anomalies": anomalies, "tolerated": tolerated}
 
 
 def _distribution(values, bins) -> np.ndarray:

@@ -7,7 +7,12 @@ import json
 import logging
 from pathlib import Path
 
-from amp_pipeline.pipeline.monitor.drift import feature_stats, numeric_buckets
+from amp_pipeline.pipeline.monitor.drift import (
+    constant_value,
+    feature_stats,
+    numeric_buckets,
+    share_off_constant,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +48,8 @@ def to_markdown(result: dict) -> str:
     for name, anomaly in result["anomalies"].items():
         if name not in result["features"]:
             lines.append(f"| {name} | | - | - | {anomaly['short']} |")
+    for item in result.get("tolerated", []):
+        lines.append(f"| {item['feature']} | | - | - | tolerated: {item['finding']} |")
     prediction = result["prediction_drift"]
     lines += ["", "## Served answers against the eval split", ""]
     if "skipped" in prediction:
@@ -119,9 +126,16 @@ def plot_feature(name: str, train_stats, served_stats, frame, path: Path) -> boo
         return False
     fig, ax = plt.subplots(figsize=(7, 3.5))
     numeric = None
-    if train.HasField("num_stats"):  # a string feature's values are not numbers
+    constant = constant_value(train) if train.HasField("num_stats") else None
+    if train.HasField("num_stats") and constant is None:  # a string's values are not numbers
         numeric = numeric_buckets(train, np.asarray(frame[name], float))
-    if numeric is not None:
+    if constant is not None:
+        off = share_off_constant(train, np.asarray(frame[name], float)) or 0.0
+        x = np.arange(2)
+        ax.bar(x - 0.2, [1.0, 0.0], 0.4, label="training")
+        ax.bar(x + 0.2, [1.0 - off, off], 0.4, label="served")
+        ax.set_xticks(x, [f"= {constant:g}", "any other value"])
+    elif numeric is not None:
         edges, ref, now = numeric
         ax.stairs(ref / max(ref.sum(), 1), edges, label="training", fill=True, alpha=0.5)
         ax.stairs(now / max(now.sum(), 1), edges, label="served", linewidth=2)

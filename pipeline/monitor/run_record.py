@@ -1,9 +1,12 @@
 """What `monitor` needs of the run that pushed the served version, found through ML Metadata's
 lineage rather than "the newest": the PushedModel of that version, the pipeline run that pushed
-it, and in that run StatisticsGen's train statistics, SchemaGen's schema and the shipped twin's
-ModelRun (its train_spec.json: the label, task and classes; its eval predictions). A later run in
-the same folder (a rejected one, or one stopped by anomalies in other data) does not change what
-the served model is checked against."""
+it, and in that run StatisticsGen's train statistics, the schema the model trained with
+(AnomalyCheck's curated schema: SchemaGen's with the columns that had missing cells made
+optional), the columns read through a vocabulary with an out-of-vocabulary id (all but those
+declared `--closed-columns`), and the shipped twin's ModelRun (its train_spec.json: the label,
+task and classes; its eval predictions). A later run in the same folder (a rejected one, or one
+stopped by anomalies in other data) does not change what the served model is checked
+against."""
 
 from __future__ import annotations
 
@@ -27,7 +30,9 @@ class RunRecord:
     regression: bool
     classes: tuple[str, ...]
     train_stats: object  # DatasetFeatureStatisticsList of the train split
-    schema: object  # tensorflow_metadata Schema
+    schema: object  # tensorflow_metadata Schema: the curated one Transform read
+    open_features: frozenset[str]  # read through an OOV id: a new value is no anomaly
+    optional_features: frozenset[str]  # had missing cells in the run's input
     eval_answers: list
     mlflow: dict
 
@@ -79,7 +84,21 @@ def _run_outputs(store, pushed) -> tuple[str, list]:
         for e in store.get_events_by_execution_ids(executions)
         if e.type in OUTPUT_EVENTS
     }
-    return runs[0].name, store.get_artifacts_by_id(list(ids))
+    return runs[0].name, store.get_artifacts_by_id(list(ids)), executions
+
+
+def _anomaly_check_parameters(store, executions: list[int]) -> tuple[frozenset, frozenset]:
+    """(open features, optional features): the AnomalyCheck parameters of the run, as it judged
+    the eval split; empty for a run that had no AnomalyCheck."""
+    types = {t.id: t.name for t in store.get_execution_types()}
+    for execution in store.get_executions_by_id(executions):
+        if types.get(execution.type_id, "").endswith(".AnomalyCheck"):
+            found = [
+                frozenset(n for n in str(_prop(execution, key) or "").split(",") if n)
+                for key in ("text_features", "optional_features")
+            ]
+            return found[0], found[1]
+    return frozenset(), frozenset()
 
 
 def read_run(output: Path, version: int | None = None) -> RunRecord:
@@ -98,18 +117,21 @@ def read_run(output: Path, version: int | None = None) -> RunRecord:
                 "pushed from this run folder"
             )
     push = pushed[-1]
-    tfx_run_id, produced = _run_outputs(store, push)
+    tfx_run_id, produced, executions = _run_outputs(store, push)
 
     def find(node: str, kind: str):
         found = [a for a in produced if f"/{node}/{kind}/" in a.uri]
         return max(found, key=lambda a: a.id) if found else None
 
-    stats, schema = find("StatisticsGen", "statistics"), find("SchemaGen", "schema")
+    stats = find("StatisticsGen", "statistics")
+    # The schema Transform read; a run from before AnomalyCheck wrote one has SchemaGen's.
+    schema = find("AnomalyCheck", "curated_schema") or find("SchemaGen", "schema")
     if stats is None or schema is None:
         raise InputError(f"--run {output}: the run that pushed it has no statistics or schema")
     train_path = Path(stats.uri) / "Split-train" / "FeatureStats.pb"
     if not train_path.is_file():
         raise InputError(f"--run {output}: {train_path} is missing")
+    open_features, optional_features = _anomaly_check_parameters(store, executions)
     shipped = _prop(push, "shipped_precision")
     model_run = find("TrainerFp32" if shipped == "float32" else "TrainerAmp", "model_run")
     spec = json.loads((Path(model_run.uri) / "train_spec.json").read_text()) if model_run else {}
@@ -126,6 +148,8 @@ def read_run(output: Path, version: int | None = None) -> RunRecord:
         classes=classes,
         train_stats=tfdv.load_stats_binary(str(train_path)),
         schema=tfdv.load_schema_text(str(Path(schema.uri) / "schema.pbtxt")),
+        open_features=open_features,
+        optional_features=optional_features,
         eval_answers=eval_answers(model_run, regression, classes),
         mlflow=_mlflow_of(output, tfx_run_id),
     )

@@ -4,8 +4,8 @@ requests (`serve --shadow`), with intervals from the gate's own statistics.
 Each logged example is one unit: the shadow answered the very request production answered
 (pairs share the request's content key, records.request_key). Without labels: how often the two
 agree, with a Wilson interval (classes), or the mean absolute difference of their values with a
-Student-t interval (regression). With labels joined on a request key: the paired accuracy
-difference (components/gate/stats.py) or mean absolute error difference
+Student-t interval over examples (regression). With labels joined on a request key: the paired
+accuracy difference (components/gate/stats.py) or mean absolute error difference
 (components/gate/error_stats.py), candidate minus production, as the gate reads the twins.
 """
 
@@ -19,6 +19,15 @@ import pandas as pd
 from amp_pipeline.components.gate import error_stats, stats
 from amp_pipeline.core.errors import InputError
 from amp_pipeline.pipeline.monitor.traffic import ANSWER, KEY, SHADOW, VERSION
+
+
+def student_t_half(sd: float, n: int, level: float = 0.95) -> float:
+    """Half the width of a `level` Student-t interval of a mean over n examples (NaN: n < 2)."""
+    if n < 2:
+        return float("nan")
+    from scipy.stats import t
+
+    return float(t.ppf(1 - (1 - level) / 2, n - 1)) * sd / np.sqrt(n)
 
 
 def versions(rows: pd.DataFrame) -> tuple[int, int | None]:
@@ -36,12 +45,17 @@ def read_labels(path: Path, key: str, label: str) -> pd.Series:
     """{request key value: label} from `--labels CSV --key COLUMN`."""
     if not Path(path).is_file():
         raise InputError(f"--labels {path}: no such file")
-    frame = pd.read_csv(path)
+    # Every cell as the text it is, as the request log writes answers and features: pandas'
+    # own reading makes an integer column with an empty cell float, and "3.0" never equals
+    # the served class "3".
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     for column, flag in ((key, "--key"), (label, "the run's label")):
         if column not in frame:
             raise InputError(f"--labels {path}: no column {column!r} ({flag})")
-    frame = frame.dropna(subset=[label]).drop_duplicates(subset=[key], keep="last")
-    return frame.set_index(frame[key].astype(str))[label]
+    frame = frame.assign(**{key: frame[key].str.strip(), label: frame[label].str.strip()})
+    frame = frame[(frame[label] != "") & (frame[key] != "")]
+    frame = frame.drop_duplicates(subset=[key], keep="last")
+    return frame.set_index(key)[label]
 
 
 def shadow_report(
@@ -70,7 +84,7 @@ def shadow_report(
     if regression:
         diff = np.abs(b.astype(float) - a.astype(float))
         mean, sd = float(diff.mean()), float(diff.std(ddof=1)) if n > 1 else 0.0
-        half = stats.Z95 * sd / np.sqrt(n) if n > 1 else float("nan")
+        half = student_t_half(sd, n)
         out["agreement"] = {
             "mean_abs_difference": mean,
             "interval": [mean - half, mean + half],

@@ -18,7 +18,12 @@ import pandas as pd
 
 from amp_pipeline.core import names
 from amp_pipeline.core.errors import InputError
-from amp_pipeline.serving.requestlog.records import EXAMPLES_INPUT, arrays, read_logs, request_key
+from amp_pipeline.serving.requestlog.records import (
+    EXAMPLES_INPUT,
+    arrays,
+    read_logs_after,
+    request_key,
+)
 from amp_pipeline.serving.requestlog.shadow import SHADOW_ORIGIN
 
 ANSWER = "__answer__"  # a row's served answer: the class, or the regression value
@@ -35,6 +40,9 @@ class Traffic:
     rows: pd.DataFrame
     records: int = 0
     skipped: Counter = dataclasses.field(default_factory=Counter)
+    # {file name: records read, the earlier windows' included}: where the next window starts
+    cursor: dict[str, int] = dataclasses.field(default_factory=dict)
+    newest: int = 0  # the newest record's timestamp_secs (0: none read)
 
     def production(self) -> pd.DataFrame:
         """The answers users got: every row a shadow version did not give."""
@@ -77,16 +85,20 @@ def _answers(outputs: dict[str, np.ndarray], n: int) -> list:
     return [None] * n
 
 
-def read_traffic(folder: Path, model: str) -> Traffic:
-    """Every logged example of `model` in `folder`. InputError (exit 2) when there is nothing."""
+def read_traffic(folder: Path, model: str, cursor: dict[str, int] | None = None) -> Traffic:
+    """Every logged example of `model` in `folder` past `cursor` (the records an earlier window
+    read: {file name: records}). InputError (exit 2) when there is nothing."""
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError(f"--requests {folder}: no such folder")
     rows: list[dict] = []
-    traffic = Traffic(pd.DataFrame())
+    cursor = {name: n for name, n in (cursor or {}).items() if (folder / name).is_file()}
+    traffic = Traffic(pd.DataFrame(), cursor=dict(cursor))
     occurrences: Counter = Counter()
-    for record in read_logs(folder):
+    for file_name, record in read_logs_after(folder, cursor):
         traffic.records += 1
+        traffic.cursor[file_name] = traffic.cursor.get(file_name, 0) + 1
+        traffic.newest = max(traffic.newest, int(record.log_metadata.timestamp_secs))
         spec = record.log_metadata.model_spec
         if spec.name != model:
             traffic.skipped[f"model {spec.name}"] += 1
@@ -111,6 +123,10 @@ def read_traffic(folder: Path, model: str) -> Traffic:
             row[KEY] = f"{key}/{nth}/{i}"
             row[SHADOW] = shadow
             rows.append(row)
+    if traffic.records == 0 and cursor:  # an earlier window read what is there
+        raise InputError(
+            f"--requests {folder}: no request logged since the last check: nothing new to compare"
+        )
     if traffic.records == 0:
         raise InputError(f"--requests {folder}: no request logs there (requests-*.tfrecord)")
     if not rows:

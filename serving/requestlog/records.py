@@ -78,13 +78,22 @@ def log_files(folder: Path) -> list[Path]:
 def read_logs(folder: Path) -> Iterator:
     """Every PredictionLog in `folder`'s files, oldest first. A file still being written may end
     in a partial record: reading stops there, at the last whole one."""
+    for _, record in read_logs_after(folder, {}):
+        yield record
+
+
+def read_logs_after(folder: Path, cursor: dict[str, int]) -> Iterator[tuple[str, object]]:
+    """(file name, PredictionLog) for the records of `folder` past `cursor` ({file name: records
+    already read}), oldest first: a file only grows at its end, and a new file's name sorts
+    after the older ones (writer.RequestLog)."""
     import tensorflow as tf
     from tensorflow_serving.apis import prediction_log_pb2
 
     for path in log_files(folder):
         try:
-            for raw in tf.data.TFRecordDataset(str(path)).as_numpy_iterator():
-                yield prediction_log_pb2.PredictionLog.FromString(raw)
+            dataset = tf.data.TFRecordDataset(str(path)).skip(cursor.get(path.name, 0))
+            for raw in dataset.as_numpy_iterator():
+                yield path.name, prediction_log_pb2.PredictionLog.FromString(raw)
         except tf.errors.DataLossError:
             continue
 
