@@ -88,6 +88,8 @@ def test_subclassed_example_with_its_own_optimizer_is_promoted(out):
         "100",
         "--tflite",
         "float16",
+        "--speed-rounds",
+        "0",
         *LOOSE_GATE,
     )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -230,3 +230,20 @@ def test_served_findings_the_run_tolerated_are_tolerated_unless_the_column_is_cl
     assert [t["feature"] for t in open_["tolerated"]] == ["city"]
     closed = drift.feature_checks(stats, served, schema, frame, thresholds)
     assert list(closed["anomalies"]) == ["city"] and closed["tolerated"] == []
+
+
+def test_an_integer_feature_with_missing_cells_is_still_an_integer():
+    """pandas reads a column with a missing cell as float; TFDV would then call an INT feature
+    FLOAT, a type anomaly on healthy traffic."""
+    import tensorflow_data_validation as tfdv
+
+    stats = tfdv.generate_statistics_from_dataframe(pd.DataFrame({"age": np.arange(100)}))
+    thresholds = drift.Thresholds(numeric=1.0)
+    schema = drift.served_schema(tfdv.infer_schema(stats), "label", thresholds)
+    schema.feature[0].presence.min_fraction = 0  # optional, as AnomalyCheck makes it
+    schema.feature[0].ClearField("shape")
+    rows = pd.DataFrame({"age": [30, None, 41, 52] * 10})
+    frame = drift.features_frame(rows, schema)
+    served = tfdv.generate_statistics_from_dataframe(frame)
+    checks = drift.feature_checks(stats, served, schema, frame, thresholds)
+    assert checks["anomalies"] == {} and "age" in checks["features"]

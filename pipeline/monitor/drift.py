@@ -64,8 +64,19 @@ def features_frame(rows: pd.DataFrame, schema) -> pd.DataFrame:
     frame = frame.reset_index(drop=True)  # else TFDV counts the index as a feature
     for feature in schema.feature:
         if feature.name in frame and feature.type in (schema_pb2.INT, schema_pb2.FLOAT):
-            frame[feature.name] = pd.to_numeric(frame[feature.name], errors="coerce")
+            values = pd.to_numeric(frame[feature.name], errors="coerce")
+            present = values.dropna()
+            if feature.type == schema_pb2.INT and (present == present.round()).all():
+                # Missing cells made the column float (NaN), which TFDV reads as a FLOAT
+                # feature: an integer column with a missing cell was a type anomaly.
+                values = values.astype("Int64")
+            frame[feature.name] = values
     return frame
+
+
+def numeric_values(column: pd.Series) -> np.ndarray:
+    """A served column as float64 numbers, NaN where a cell is missing or not a number."""
+    return pd.to_numeric(column, errors="coerce").astype("Float64").to_numpy(float, na_value=np.nan)
 
 
 def served_schema(schema, label: str, thresholds: Thresholds, not_logged: tuple[str, ...] = ()):
@@ -183,7 +194,7 @@ def _ours(reference_stats, frame: pd.DataFrame, schema, thresholds: Thresholds) 
             distance = categorical_distance(reference, frame[feature.name])
             comparator, threshold = "L-infinity", thresholds.categorical
         else:
-            values = pd.to_numeric(frame[feature.name], errors="coerce").to_numpy(float)
+            values = numeric_values(frame[feature.name])
             threshold = thresholds.numeric
             if constant_value(reference) is not None:
                 distance, comparator = share_off_constant(reference, values), OFF_CONSTANT

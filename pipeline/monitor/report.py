@@ -11,6 +11,7 @@ from amp_pipeline.pipeline.monitor.drift import (
     constant_value,
     feature_stats,
     numeric_buckets,
+    numeric_values,
     share_off_constant,
 )
 
@@ -128,9 +129,9 @@ def plot_feature(name: str, train_stats, served_stats, frame, path: Path) -> boo
     numeric = None
     constant = constant_value(train) if train.HasField("num_stats") else None
     if train.HasField("num_stats") and constant is None:  # a string's values are not numbers
-        numeric = numeric_buckets(train, np.asarray(frame[name], float))
+        numeric = numeric_buckets(train, numeric_values(frame[name]))
     if constant is not None:
-        off = share_off_constant(train, np.asarray(frame[name], float)) or 0.0
+        off = share_off_constant(train, numeric_values(frame[name])) or 0.0
         x = np.arange(2)
         ax.bar(x - 0.2, [1.0, 0.0], 0.4, label="training")
         ax.bar(x + 0.2, [1.0 - off, off], 0.4, label="served")
