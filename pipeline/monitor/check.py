@@ -69,7 +69,6 @@ def monitor(options: MonitorOptions) -> tuple[dict, int]:
             run.train_stats, served_stats, schema, frame, options.thresholds, previous,
             run.open_features, run.optional_features,
         )  # fmt: skip
-    (out / SERVED_STATS).write_bytes(served_stats.SerializeToString())
     this_window = {
         "requests": str(Path(options.requests).resolve()),
         "since": window.get("until"),  # None: the first window, every record in the folder
@@ -77,7 +76,6 @@ def monitor(options: MonitorOptions) -> tuple[dict, int]:
         "records": served.records,
         "cursor": served.cursor,
     }
-    (out / WINDOW_JSON).write_text(json.dumps(this_window, indent=2))
     answers = [a for a in rows[traffic.ANSWER].tolist() if a is not None]
     prediction = drift.prediction_drift(
         answers, run.eval_answers, run.regression, options.thresholds
@@ -129,6 +127,10 @@ def monitor(options: MonitorOptions) -> tuple[dict, int]:
             result, run.mlflow, [files["json"], files["md"], *(out / p for p in plots)]
         )
         files = report.write(result, out)
+    # Last: a check that failed on the way leaves the window and its statistics where they
+    # were, and the next check reads those requests again.
+    (out / SERVED_STATS).write_bytes(served_stats.SerializeToString())
+    (out / WINDOW_JSON).write_text(json.dumps(this_window, indent=2))
     return result, EXIT_DRIFT if flagged else EXIT_OK
 
 
