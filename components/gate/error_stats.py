@@ -90,13 +90,21 @@ class ErrorPairs:
         return {**d, "candidate_mae": self.candidate_mae}
 
 
+def student_t_half_width(sd: float, n: int, level: float = 1 - ALPHA) -> float:
+    """Half the width of a `level` Student-t interval of a mean over n values of spread `sd`
+    (NaN: n < 2)."""
+    if n < 2:
+        return math.nan
+    from scipy.stats import t
+
+    return float(t.ppf(1 - (1 - level) / 2, n - 1)) * sd / math.sqrt(n)
+
+
 def student_t_interval(p: ErrorPairs, level: float = 1 - ALPHA) -> tuple[float, float]:
     """A `level` Student-t interval of the mean difference, from its mean and spread alone."""
     if p.n < 2:
         return (math.nan, math.nan)
-    from scipy.stats import t
-
-    half = float(t.ppf(1 - (1 - level) / 2, p.n - 1)) * p.diff_sd / math.sqrt(p.n)
+    half = student_t_half_width(p.diff_sd, p.n, level)
     return (p.diff_mean - half, p.diff_mean + half)
 
 

@@ -21,15 +21,6 @@ from amp_pipeline.core.errors import InputError
 from amp_pipeline.pipeline.monitor.traffic import ANSWER, KEY, SHADOW, VERSION
 
 
-def student_t_half(sd: float, n: int, level: float = 0.95) -> float:
-    """Half the width of a `level` Student-t interval of a mean over n examples (NaN: n < 2)."""
-    if n < 2:
-        return float("nan")
-    from scipy.stats import t
-
-    return float(t.ppf(1 - (1 - level) / 2, n - 1)) * sd / np.sqrt(n)
-
-
 def versions(rows: pd.DataFrame) -> tuple[int, int | None]:
     """(production version, shadow version or None): production gave the answers users got
     (the most of them, where a new version was pushed mid-window); the shadow's records say
@@ -84,7 +75,7 @@ def shadow_report(
     if regression:
         diff = np.abs(b.astype(float) - a.astype(float))
         mean, sd = float(diff.mean()), float(diff.std(ddof=1)) if n > 1 else 0.0
-        half = student_t_half(sd, n)
+        half = error_stats.student_t_half_width(sd, n)
         out["agreement"] = {
             "mean_abs_difference": mean,
             "interval": [mean - half, mean + half],
