@@ -29,16 +29,19 @@ run: $(STAMP)
 # run, stay in one worker): most of a pipeline run waits on one core, so two files overlap.
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15 $(ARGS)
 
 # The unit tier alone (no pipeline run, no server): about 2 minutes on 2 cores.
 test-fast: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q -p no:cacheprovider -m "not e2e" $(ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) $(OUTPUT)

@@ -58,6 +58,7 @@ without Beam's Prism download and TFX's per-job dependency staging).
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING, Any
 
 from amp_pipeline.components.gate.rules import GateConfig
 from amp_pipeline.components.training.options import TrainOptions
@@ -65,6 +66,13 @@ from amp_pipeline.core.data_spec import CLASSIFICATION, REGRESSION, DataSpec
 from amp_pipeline.core.names import FEATURES_KEY, LABEL_KEY
 from amp_pipeline.pipeline import amp_half
 from amp_pipeline.pipeline.amp_half import Judges, PromotionOptions, Twins
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+    from tfx.dsl.components.base.base_component import BaseComponent
+    from tfx.orchestration.data_types import RuntimeParameter
+    from tfx.types import BaseChannel
+    from tfx.types.standard_artifacts import Examples, TransformGraph
 
 __all__ = [
     "FEATURES_KEY",
@@ -141,12 +149,12 @@ class Task:
 
 
 def trainer_twins(
-    transformed_examples,
-    transform_graph,
+    transformed_examples: BaseChannel[Examples],
+    transform_graph: BaseChannel[TransformGraph],
     task: Task,
     options: TrainOptions | None = None,
     *,
-    train_steps=None,
+    train_steps: int | RuntimeParameter | None = None,
 ) -> Twins:
     """The float32 and AMP Trainer nodes (ids TrainerFp32, TrainerAmp). `options` is the AMP
     twin's: `policy="auto"` picks the recipe on the node the trainer lands on (mixed_float16
@@ -170,7 +178,12 @@ def trainer_twins(
     )
 
 
-def judges(examples, twins: Twins, task: Task, options: PromotionOptions | None = None) -> Judges:
+def judges(
+    examples: BaseChannel[Examples],
+    twins: Twins,
+    task: Task,
+    options: PromotionOptions | None = None,
+) -> Judges:
     """The evaluations, infra validation, speed measurement and gate (ids Evaluator,
     ProductionModel, EvaluatorProduction, InfraValidator, SideBySide, PromotionGate), on
     ExampleGen's raw `examples`; `judges(...).gate` is the PromotionGate. None: the gate's
@@ -178,12 +191,13 @@ def judges(examples, twins: Twins, task: Task, options: PromotionOptions | None 
     return amp_half.judges(examples, twins, task.data_spec(), options or PromotionOptions())
 
 
-def pusher(twins: Twins, gate, push_base: str):
+def pusher(twins: Twins, gate: BaseComponent, push_base: str) -> BaseComponent:
     """The Pusher (id Pusher): the twin the gate blessed, to `push_base/<version>/`."""
-    return amp_half.pusher(twins, gate, push_base)
+    pusher: BaseComponent = amp_half.pusher(twins, gate, push_base)
+    return pusher
 
 
-def model_module(module: str) -> dict:
+def model_module(module: str) -> dict[str, Any]:
     """`TrainOptions.model_module` for your model module (a `.py` file or an import path, as
     `--model-module` takes it): `TrainOptions(model_module=model_module("my_model.py"))`. Its
     source's hash goes with it, so TFX's cache sees a changed module. Raises ModelModuleError,
@@ -193,7 +207,7 @@ def model_module(module: str) -> dict:
     return user_module.resolve(module).to_dict()
 
 
-def class_ids(label, task: Task):
+def class_ids(label: tf.Tensor | tf.SparseTensor, task: Task) -> tf.Tensor:
     """For your preprocessing_fn: raw labels to class ids in `task.classes` order (-1 for a
     value not among them)."""
     from amp_pipeline.components.data.preprocessing import label_to_id
@@ -201,7 +215,7 @@ def class_ids(label, task: Task):
     return label_to_id(label, task.data_spec())
 
 
-def standardized_label(label):
+def standardized_label(label: tf.Tensor | tf.SparseTensor) -> tf.Tensor:
     """For your preprocessing_fn: a regression label's z-scores over the train split."""
     from amp_pipeline.components.data.preprocessing import standardized_label as z
 

@@ -28,7 +28,7 @@ def clean_env() -> dict[str, str]:
 def run_cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     """Runs `amp-pipeline ARGS` in a fresh process, as a user would."""
     return subprocess.run(
-        [sys.executable, "-m", "amp_pipeline.pipeline.cli", *args],
+        [sys.executable, "-m", "amp_pipeline", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

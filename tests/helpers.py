@@ -242,7 +242,7 @@ def predict_over_both_protocols(
     grpc_port, rest_port = free_port(), free_port()
     server = subprocess.Popen(
         [
-            sys.executable, "-m", "amp_pipeline.pipeline.cli", "serve", "--model-dir",
+            sys.executable, "-m", "amp_pipeline", "serve", "--model-dir",
             str(model_dir), "--grpc-port", str(grpc_port), "--rest-port", str(rest_port),
             *serve_args,
         ],

@@ -111,7 +111,7 @@ def test_scaling_efficiency_is_throughput_over_replicas_times_one_replica():
 
 
 def test_the_flags_reach_both_twins_train_options():
-    from amp_pipeline.pipeline.cli import build_parser
+    from amp_pipeline.cli import build_parser
     from amp_pipeline.pipeline.cli.flags import run_config
 
     args = build_parser().parse_args(

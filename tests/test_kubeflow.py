@@ -272,10 +272,10 @@ def test_compiled_spec_imports_the_users_model_module_from_the_image(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "the spec imports amp_pipeline.user_models.own_preprocessing" in result.stdout
     # The module lands where kubeflow/Dockerfile copies it into the image ...
-    copied = context / "user_models" / "own_preprocessing.py"
+    copied = context / "amp_pipeline" / "user_models" / "own_preprocessing.py"
     assert copied.read_text() == (ROOT / "examples" / "own_preprocessing.py").read_text()
     dockerfile = (Path(__file__).parent.parent / "kubeflow" / "Dockerfile").read_text()
-    assert "COPY user_models/ user_models/" in dockerfile
+    assert "COPY amp_pipeline/ amp_pipeline/" in dockerfile
     # ... and both trainers and Transform name it by import path, never by a local file.
     spec = _spec(out)
     for trainer in ("TrainerFp32", "TrainerAmp"):

@@ -7,9 +7,9 @@ and inside them, data flows down and reports flow up:
     components:  models  <  data  <  amp, export  <  training  <  speed  <  gate
     pipeline:    tracking  <  the run  <  monitor  <  cli
 
-`pipeline/cli/__init__.py` is the one deliberate exception: it assembles every package's commands.
-Every import of the project goes through its one namespace, `amp_pipeline` (`pyproject.toml` maps
-the folders under it); a bare `import core` would find whatever else is installed under that name.
+Above them all sits the composition root, `amp_pipeline/cli.py`: it assembles every package's
+commands, and no package imports it. Every import of the project goes through its one namespace,
+`amp_pipeline`; a bare `import core` would find whatever else is installed under that name.
 
 The layout's size limits are here too: no package folder holds more than 15 modules, and no
 module more than 500 lines.
@@ -20,10 +20,12 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "amp_pipeline"
+ROOT = Path(__file__).resolve().parent.parent / NAMESPACE
 LAYERS = {"core": 0, "serving": 1, "components": 2, "pipeline": 3, "kubeflow": 4, "benchmarks": 4}
-EXCEPTIONS = {Path("pipeline/cli/__init__.py")}
+# The modules at the namespace's top: the composition root above every package, and the library
+# API for TFX pipelines of one's own (pipeline's layer: it hands out the pipeline's halves).
+TOP_MODULES = {"__main__": 6, "cli": 5, "tfx": 3.5}
 # Sub-packages and their layer inside their package ("": the package's own top-level modules).
 SUBLAYERS = {
     "components": {
@@ -52,7 +54,7 @@ def project_imports(path: Path) -> set[tuple[str, int]]:
             continue
         for name in names:
             first, _, rest = name.partition(".")
-            if first == NAMESPACE and rest.split(".")[0] in LAYERS:
+            if first == NAMESPACE and rest.split(".")[0] in LAYERS | TOP_MODULES:
                 found.add((rest, node.lineno))
             elif first in LAYERS:  # the folder's name, outside the namespace
                 found.add((f"bare:{name}", node.lineno))
@@ -72,11 +74,15 @@ def sublayer(package: str, parts: tuple[str, ...]) -> tuple[str, int] | None:
 
 def violations(root: Path = ROOT) -> list[str]:
     out = []
+    for name, layer in TOP_MODULES.items():
+        path = root / f"{name}.py"
+        for imported, line in sorted(project_imports(path) if path.is_file() else ()):
+            top = imported.split(".")[0]
+            if not top.startswith("bare:") and {**LAYERS, **TOP_MODULES}[top] >= layer:
+                out.append(f"{name}.py:{line} imports {top}")
     for package, layer in LAYERS.items():
         for path in sorted((root / package).rglob("*.py")):
             rel = path.relative_to(root)
-            if rel in EXCEPTIONS:
-                continue
             own = sublayer(package, rel.parts[1:-1] or ("",))
             for name, line in sorted(project_imports(path)):
                 if name.startswith("bare:"):
@@ -84,6 +90,9 @@ def violations(root: Path = ROOT) -> list[str]:
                     out.append(f"{rel}:{line} imports {bare} outside the {NAMESPACE} namespace")
                     continue
                 imported, *rest = name.split(".")
+                if imported in TOP_MODULES:
+                    out.append(f"{rel}:{line} imports the top module {imported}")
+                    continue
                 if imported != package:
                     if LAYERS[imported] >= layer:
                         out.append(f"{rel}:{line} imports {imported} (layer {LAYERS[imported]})")
@@ -113,10 +122,16 @@ def test_the_rule_catches_upward_and_sideways_imports(tmp_path):
         "    from amp_pipeline.core import names\n"
     )
     (tmp_path / "pipeline" / "cli").mkdir(parents=True)
-    exception = "import amp_pipeline.kubeflow.cli\n"
-    (tmp_path / "pipeline" / "cli" / "__init__.py").write_text(exception)
+    (tmp_path / "pipeline" / "cli" / "__init__.py").write_text("import amp_pipeline.kubeflow.cli\n")
+    (tmp_path / "serving").mkdir()
+    (tmp_path / "serving" / "probe.py").write_text("from amp_pipeline.cli import main\n")
+    (tmp_path / "cli.py").write_text("from amp_pipeline.kubeflow import cli\n")  # the root: fine
+    (tmp_path / "tfx.py").write_text("from amp_pipeline.kubeflow import runner\n")
     assert violations(tmp_path) == [
+        "tfx.py:1 imports kubeflow",
         "core/probe.py:1 imports pipeline (layer 3)",
+        "serving/probe.py:1 imports the top module cli",
+        "pipeline/cli/__init__.py:1 imports kubeflow (layer 4)",
         "kubeflow/probe.py:2 imports benchmarks (layer 4)",
     ]
 
@@ -155,12 +170,11 @@ def test_every_package_is_in_the_table(package):
 
 MAX_MODULES_PER_FOLDER = 15
 MAX_LINES_PER_MODULE = 500
-# The folders the wheel installs under amp_pipeline (tests/ and examples/ are not shipped).
-SHIPPED = (NAMESPACE, *LAYERS, "user_models")
 
 
 def package_folders(root: Path = ROOT) -> list[Path]:
-    return sorted(init.parent for top in SHIPPED for init in (root / top).rglob("__init__.py"))
+    """Every folder the wheel installs (tests/ and examples/ are not shipped)."""
+    return sorted(init.parent for init in root.rglob("__init__.py"))
 
 
 def test_no_package_folder_holds_more_than_15_modules():

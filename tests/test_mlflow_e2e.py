@@ -77,7 +77,7 @@ def concurrent_runs(mlflow_server, tmp_path_factory):
             [
                 sys.executable,
                 "-m",
-                "amp_pipeline.pipeline.cli",
+                "amp_pipeline",
                 "run",
                 "--output",
                 str(out),
@@ -202,7 +202,7 @@ def test_mlflow_models_serve_answers_the_champion_as_tf_serving_rest(
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
     tf_serving = subprocess.Popen(
-        [sys.executable, "-m", "amp_pipeline.pipeline.cli", "serve", "--model-dir",
+        [sys.executable, "-m", "amp_pipeline", "serve", "--model-dir",
          str(out / "serving" / "digits"), "--grpc-port", str(grpc_port), "--rest-port",
          str(rest_port)],
         cwd=ROOT, env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

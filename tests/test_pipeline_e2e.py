@@ -437,7 +437,7 @@ def test_after_the_push_monitor_checks_traffic_and_judges_a_shadow(digits_run, t
     shifts = (("pixel_20", 6), ("pixel_0", 5))
     _log_as_served(tmp_path / "shifted", serving, production, None, rows, shifts)
     # The command's own function, in this process (the TF import of a fresh one saved).
-    from amp_pipeline.pipeline.cli import build_parser
+    from amp_pipeline.cli import build_parser
     from amp_pipeline.pipeline.cli.monitor import cmd_monitor
 
     args = build_parser().parse_args(

@@ -300,7 +300,7 @@ def test_the_default_training_length_is_one_pass_over_the_train_split(tmp_path):
 
 
 def test_the_train_steps_flag_unset_means_sized_by_the_data():
-    from amp_pipeline.pipeline.cli import build_parser
+    from amp_pipeline.cli import build_parser
     from amp_pipeline.pipeline.cli.flags import run_config
 
     unset = run_config(build_parser().parse_args(["run", "--output", "/tmp/unused"]))

@@ -26,7 +26,7 @@ class Run:
 
     def __init__(self, out: Path, *args: str):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "amp_pipeline.pipeline.cli", "run", "--output", str(out), *args],
+            [sys.executable, "-m", "amp_pipeline", "run", "--output", str(out), *args],
             cwd=ROOT,
             env=clean_env(),
             stdout=subprocess.PIPE,

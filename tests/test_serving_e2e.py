@@ -60,7 +60,7 @@ def server(tmp_path_factory):
     grpc_port, rest_port = free_port(), free_port()
     process = subprocess.Popen(
         [
-            sys.executable, "-m", "amp_pipeline.pipeline.cli", "serve",
+            sys.executable, "-m", "amp_pipeline", "serve",
             "--model-dir", str(base),
             "--grpc-port", str(grpc_port),
             "--rest-port", str(rest_port),
@@ -379,7 +379,7 @@ def test_status_lists_a_failed_version_and_a_model_without_one_is_unavailable(tm
     grpc_port, rest_port = free_port(), free_port()
     process = subprocess.Popen(
         [
-            sys.executable, "-m", "amp_pipeline.pipeline.cli", "serve", "--model-dir",
+            sys.executable, "-m", "amp_pipeline", "serve", "--model-dir",
             str(base.parent), "--grpc-port", str(grpc_port), "--rest-port", str(rest_port),
             "--poll-seconds", "0.3",
         ],

@@ -13,18 +13,23 @@ from tests.conftest import ROOT
 from tests.wheel_env import PACKAGE_FOLDERS, build_wheel, top_level_names
 
 
-def test_pyproject_lists_every_package_folder():
-    """A folder missing from the list would be left out of the wheel, silently."""
+def test_every_code_folder_is_a_package_the_wheel_finds():
+    """setuptools' find skips a folder without __init__.py: the wheel would lack it, silently."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    on_disk = {"amp_pipeline"} | {
-        "amp_pipeline." + ".".join(init.parent.relative_to(ROOT).parts)
-        for top in PACKAGE_FOLDERS
-        for init in (ROOT / top).rglob("__init__.py")
+    assert config["packages"]["find"]["include"] == ["amp_pipeline", "amp_pipeline.*"]
+    assert "package-dir" not in config
+    code_folders = {
+        py.parent for py in (ROOT / "amp_pipeline").rglob("*.py") if "__pycache__" not in py.parts
     }
-    assert set(config["packages"]) == on_disk
-    assert config["package-dir"] == {"amp_pipeline": "amp_pipeline"} | {
-        f"amp_pipeline.{top}": top for top in PACKAGE_FOLDERS
-    }
+    assert [f for f in code_folders if not (f / "__init__.py").is_file()] == []
+
+
+def test_the_root_folders_point_into_the_one_package():
+    """The design card's folders stay at the top as symlinks, so no file has two homes."""
+    for top in PACKAGE_FOLDERS:
+        assert (ROOT / top).is_symlink(), top
+        assert (ROOT / top).resolve() == (ROOT / "amp_pipeline" / top).resolve(), top
+    assert "__path__" not in (ROOT / "amp_pipeline" / "__init__.py").read_text()
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tests.conftest import ROOT, clean_env
 
-# The folders pyproject.toml maps under amp_pipeline.
+# The packages under amp_pipeline/ that the repository root points to with a symlink each.
 PACKAGE_FOLDERS = (
     "core",
     "pipeline",
@@ -25,7 +25,7 @@ PACKAGE_FOLDERS = (
 )
 
 
-SOURCES = ("pyproject.toml", "amp_pipeline", *PACKAGE_FOLDERS)
+SOURCES = ("pyproject.toml", "amp_pipeline")
 
 
 def build_wheel(out: Path) -> Path:

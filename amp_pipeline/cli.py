@@ -1,0 +1,57 @@
+"""`amp-pipeline`, the composition root: the one module that sees every package, above all of
+them (docs/ARCHITECTURE.md). Each package brings its own commands (`add_parsers` + `COMMANDS`);
+this module only assembles them and dispatches. No package imports it."""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+from amp_pipeline.benchmarks import cli as benchmarks_cli
+from amp_pipeline.core.argtypes import Parser
+from amp_pipeline.kubeflow import cli as kubeflow_cli
+from amp_pipeline.pipeline.cli import commands as pipeline_commands
+from amp_pipeline.serving import cli as serving_cli
+
+PACKAGES = (pipeline_commands, kubeflow_cli, serving_cli, benchmarks_cli)
+
+
+def build_parser() -> Parser:
+    parser = Parser(
+        prog="amp-pipeline",
+        description="Train a Keras model in float32 and with automatic mixed precision, gate the "
+        "AMP model on evidence, export it for TF Serving and TFLite, and track it in MLflow.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for package in PACKAGES:
+        package.add_parsers(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # google-api-core warns on every import that Python 3.10 nears its end of support.
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.")
+    args = build_parser().parse_args(argv)
+    commands = {name: fn for package in PACKAGES for name, fn in package.COMMANDS.items()}
+    return commands[args.command](args)
+
+
+def entry() -> None:
+    """The `amp-pipeline` console script: `main`, then an exit that skips the interpreter's
+    teardown. By then every file is written and closed, the MLflow run ended and the logs
+    flushed; what teardown would add is TensorFlow's `AtomicFunction.__del__` running after its
+    module's globals are gone, one "Exception ignored ... 'NoneType' object is not
+    subscriptable" traceback per traced function on stderr (tens of lines after every run)."""
+    import logging
+
+    code = main()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code or 0)
+
+
+if __name__ == "__main__":
+    entry()

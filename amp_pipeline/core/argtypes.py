@@ -1,0 +1,85 @@
+"""argparse `type=` validators shared by every command: a bad value names the rule it broke."""
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+
+def fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return value
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
+def count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def non_negative(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port 0-65535 (0: any free port), got {text}")
+    return value
+
+
+DELIMITER_NAMES = {"tab": "\t", "\\t": "\t", "comma": ",", "semicolon": ";", "pipe": "|"}
+
+
+def delimiter(text: str) -> str:
+    value = DELIMITER_NAMES.get(text.lower(), text)
+    if len(value) != 1 or value in '\r\n"':
+        raise argparse.ArgumentTypeError(
+            f"must be one character (or tab, comma, semicolon, pipe), got {text!r}"
+        )
+    return value
+
+
+def encoding(text: str) -> str:
+    import codecs
+
+    try:
+        return codecs.lookup(text).name
+    except LookupError:
+        raise argparse.ArgumentTypeError(f"unknown encoding {text!r}") from None
+
+
+def names(text: str) -> tuple[str, ...]:
+    values = tuple(v.strip() for v in text.split(",") if v.strip())
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected comma-separated column names, got {text!r}")
+    return values
+
+
+class Parser(argparse.ArgumentParser):
+    """Usage errors as one line naming the flag, exit code 2."""
+
+    def error(self, message: str) -> NoReturn:  # noqa: D102
+        from amp_pipeline.core.errors import EXIT_BAD_INPUT
+
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")

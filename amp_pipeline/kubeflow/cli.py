@@ -1,0 +1,178 @@
+"""The cluster commands: `compile` (Kubeflow Pipelines YAML or Vertex PipelineJob JSON) and
+`submit` (to Vertex AI)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from amp_pipeline.core.errors import EXIT_BAD_INPUT, InputError
+from amp_pipeline.kubeflow.target import TARGETS, ClusterTarget
+from amp_pipeline.pipeline.cli import flags
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def add_parsers(sub) -> None:
+    comp = sub.add_parser("compile", help="compile for Kubeflow Pipelines or Vertex AI")
+    comp.add_argument("--target", choices=TARGETS, required=True)
+    comp.add_argument("--image", required=True, help="component image (kubeflow/Dockerfile)")
+    comp.add_argument("--pipeline-root", required=True, help="artifact root, e.g. gs://b/root")
+    comp.add_argument("--output", required=True, help="the .json (vertex) or .yaml file")
+    comp.add_argument(
+        "--data-root",
+        default="",
+        help="default of the data_root parameter (default: PIPELINE_ROOT/data)",
+    )
+    comp.add_argument(
+        "--data",
+        help="a local sample of the data, for its feature layout (default: the embedded digits)",
+    )
+    flags.add_model_flags(comp)
+    comp.add_argument(
+        "--policy",
+        choices=("auto", "autotune"),
+        default="auto",
+        help="the AMP trainer's recipe, decided on the node it runs on: the rule table for its "
+        "hardware, or autotune's measurement there (default: %(default)s)",
+    )
+    comp.add_argument(
+        "--image-context",
+        default=str(REPO_ROOT),
+        help="docker build context of kubeflow/Dockerfile: a --model-module .py file is copied "
+        "into its user_models/ (default: this checkout)",
+    )
+    comp.add_argument(
+        "--machine-type",
+        default="n1-standard-8",
+        help="Vertex trainers' machine type (default: %(default)s)",
+    )
+    comp.add_argument(
+        "--accelerator",
+        default="NVIDIA_TESLA_T4",
+        help="Vertex accelerator type, or a Kubernetes resource name such as "
+        "nvidia.com/gpu on Kubeflow (default: %(default)s)",
+    )
+    comp.add_argument(
+        "--gpus-per-replica",
+        "--accelerator-count",
+        dest="accelerator_count",
+        type=int,
+        default=1,
+        help="accelerators per trainer machine; 0 for CPU-only trainers; more than 1 trains "
+        "with MirroredStrategy (default: 1)",
+    )
+    comp.add_argument(
+        "--trainer-replicas",
+        type=int,
+        default=1,
+        help="machines per trainer (Vertex: a chief and N-1 workers under "
+        "MultiWorkerMirroredStrategy; the global batch is --batch-size x all replicas) "
+        "(default: 1)",
+    )
+    comp.add_argument(
+        "--region",
+        default="us-central1",
+        help="Vertex region of the training jobs (default: %(default)s)",
+    )
+    flags.add_beam_flags(comp)
+    flags.add_csv_flags(comp)
+
+    submit = sub.add_parser("submit", help="submit a compiled pipeline to Vertex AI")
+    submit.add_argument("--target", choices=("vertex",), default="vertex")
+    submit.add_argument("--job", required=True, help="the compiled PipelineJob JSON")
+    submit.add_argument("--project", required=True)
+    submit.add_argument("--region", required=True)
+    submit.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a pipeline parameter value (repeatable)",
+    )
+    submit.add_argument(
+        "--dry-run", action="store_true", help="build the request without credentials and print it"
+    )
+
+
+def error(message) -> int:
+    print(f"amp-pipeline: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from amp_pipeline.components.data import ingest
+    from amp_pipeline.kubeflow.runner import compile_pipeline
+    from amp_pipeline.pipeline import user_model
+    from amp_pipeline.pipeline.config import model_name_for, with_data_steps
+
+    try:
+        target = ClusterTarget(
+            target=args.target,
+            image=args.image,
+            pipeline_root=args.pipeline_root,
+            data_root=args.data_root or args.pipeline_root.rstrip("/") + "/data",
+            machine_type=args.machine_type,
+            accelerator=args.accelerator,
+            accelerator_count=args.accelerator_count,
+            trainer_replicas=args.trainer_replicas,
+            region=args.region,
+        )
+        # --output here is the compiled file, not a run's output folder.
+        config = flags.run_config(args, output="output")
+        with tempfile.TemporaryDirectory() as tmp:
+            data = ingest.prepare(config.data, config.label, Path(tmp), csv_options=config.csv)
+        config = dataclasses.replace(config, model_name=model_name_for(config, data))
+        config = with_data_steps(config, data)  # a runtime parameter's default on the cluster
+        module_ref, copied = None, None
+        if args.model_module:
+            from amp_pipeline.kubeflow import user_module
+
+            checked = user_model.check(args.model_module, data)
+            assert checked is not None  # a module was named
+            module_ref, copied = user_module.package(checked, Path(args.image_context))
+    except (InputError, ValueError) as e:
+        return error(e)
+    out = compile_pipeline(config, data, target, Path(args.output), config.beam.args(), module_ref)
+    print(f"compiled {config.pipeline_name} for {args.target}: {out}")
+    if module_ref is not None:
+        where = f"copied to {copied}: " if copied else ""
+        print(
+            f"model module: {where}the spec imports {module_ref.ref}; build the image "
+            "(kubeflow/Dockerfile) after compiling so that it holds the module"
+        )
+    print("parameters: data_root, train_args (JSON TrainArgs), accuracy_tolerance")
+    print(
+        f"trainers: {target.trainer_replicas} replica(s) x {target.accelerator_count} "
+        f"{target.accelerator if target.accelerator_count else 'CPU'}; fixed at compile time "
+        "(TFX takes no runtime parameter inside the trainers' machine specs)"
+    )
+    return 0
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from amp_pipeline.kubeflow.submit import submit
+
+    params = {}
+    for item in args.param:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            return error(f"--param {item!r}: expected NAME=VALUE")
+        params[name] = value
+    try:
+        result = submit(Path(args.job), args.project, args.region, params, args.dry_run)
+    except InputError as e:
+        return error(e)
+    if args.dry_run:
+        print(f"dry run: would create a PipelineJob in {result['parent']}:")
+        print(json.dumps(result["pipeline_job"], indent=2))
+    else:
+        print(f"submitted {result['submitted']}")
+    return 0
+
+
+COMMANDS = {"compile": cmd_compile, "submit": cmd_submit}
