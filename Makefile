@@ -32,11 +32,12 @@ test: $(STAMP)
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15 $(ARGS)
 
-# The unit tier alone (no pipeline run, no server): about 2 minutes on 2 cores.
+# The inner loop: lint, types and the unit tier (no pipeline run, no server, no training past a
+# few steps, no conversion), on two workers.
 test-fast: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q -p no:cacheprovider -m "not e2e" $(ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 -m "not e2e" --durations=10 $(ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -73,6 +73,7 @@ def test_bench_command_writes_json_markdown_and_png(tmp_path):
     assert (out / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.e2e
 def test_bench_needs_a_float32_baseline():
     result = run_cli("bench", "--policies", "mixed_bfloat16")
     assert result.returncode == 2

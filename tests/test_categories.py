@@ -220,6 +220,7 @@ def test_a_module_gets_category_sizes_before_transform_has_run(tmp_path):
     assert model.get_layer("user_table").input_dim == 100_002
 
 
+@pytest.mark.e2e
 def test_the_python_encoder_gives_transforms_ids_missing_apart_from_any_value(tmp_path):
     """Transform's category and bag ids (preprocessing.category_ids, bag_ids) against the
     device rule (components/data/categories.py) on values the train split has and has not: a

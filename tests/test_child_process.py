@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT, clean_env
 
 # A parent with gRPC's poller running (as every run's driver has: Beam, TFX, MLflow) starts many
@@ -32,6 +34,7 @@ print(dict(outcomes))
 """
 
 
+@pytest.mark.e2e
 def test_children_of_a_grpc_process_start_and_get_sigterm_as_death_signal(tmp_path):
     n = 120
     out = subprocess.run(

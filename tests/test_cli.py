@@ -96,6 +96,7 @@ BAD_INPUTS = {
 }
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("case", sorted(BAD_INPUTS))
 def test_bad_input_is_one_line_exit_2_and_nothing_is_pushed(
     case, tmp_path, output_with_pushed_model
@@ -143,6 +144,7 @@ BAD_MODULE_CASES = [
 ]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("case", BAD_MODULE_CASES + ["missing file", "missing import path"])
 def test_a_broken_model_module_is_one_line_exit_2_before_any_work(
     case, tmp_path, output_with_pushed_model

@@ -104,6 +104,7 @@ def _row(values) -> dict:
     return {c: "" if v is None else str(v) for c, v in zip(COLUMNS, values, strict=True)}
 
 
+@pytest.mark.e2e
 def test_the_device_inputs_give_transforms_x_on_missing_unseen_and_far_values(transformed):
     import tensorflow as tf
 
@@ -133,6 +134,7 @@ def test_the_device_inputs_give_transforms_x_on_missing_unseen_and_far_values(tr
     )
 
 
+@pytest.mark.e2e
 def test_a_float32_tflite_of_the_device_graph_answers_as_transform_then_the_model(transformed):
     """Converted with builtins only and run by ai-edge-litert, one row at a time from CSV-like
     cells: the same probabilities as the model on Transform's x."""
@@ -164,6 +166,7 @@ def test_a_float32_tflite_of_the_device_graph_answers_as_transform_then_the_mode
         np.testing.assert_allclose(got, expected, atol=tolerance)
 
 
+@pytest.mark.e2e
 def test_a_litert_only_app_reads_the_table_from_csv_as_the_model_on_transforms_x(transformed):
     """examples/edge/predict.py in a venv with ai-edge-litert and numpy only, on the folder as
     the trainer ships it (models, sidecars, vocabularies, edge_rows.py, tokenizer.py) and a CSV

@@ -5,6 +5,7 @@ models' answers by class name, never by id."""
 import tracemalloc
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from amp_pipeline.components.gate import evidence
@@ -46,6 +47,7 @@ def _peak_bytes(examples: str, candidate: str, production: str):
     return pairs, peak
 
 
+@pytest.mark.e2e
 def test_production_pairs_count_every_example_in_memory_that_does_not_grow_with_them(tmp_path):
     right, wrong = _model(tmp_path / "right", 0), _model(tmp_path / "wrong", 1)
     small = write_eval_split(tmp_path / "small", 5_000, label="label")

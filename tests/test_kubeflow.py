@@ -84,6 +84,7 @@ def _spec(path: Path) -> pipeline_spec_pb2.PipelineSpec:
     return json_format.ParseDict(raw, pipeline_spec_pb2.PipelineSpec(), ignore_unknown_fields=True)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("target", ["vertex", "kubeflow"])
 def test_compiled_pipeline_has_every_component_image_parameters_and_dag(target, compiled, tmp_path):
     spec = _spec(compiled[target])
@@ -107,6 +108,7 @@ def test_compiled_pipeline_has_every_component_image_parameters_and_dag(target, 
         assert deps == local[node], node
 
 
+@pytest.mark.e2e
 def test_kubeflow_trainers_request_gpus(compiled):
     executors = json_format.MessageToDict(_spec(compiled["kubeflow"]).deployment_spec)["executors"]
     for trainer in ("TrainerFp32", "TrainerAmp"):
@@ -115,6 +117,7 @@ def test_kubeflow_trainers_request_gpus(compiled):
     assert "resources" not in executors["Transform_executor"]["container"]
 
 
+@pytest.mark.e2e
 def test_vertex_trainers_use_the_vertex_training_extension_on_the_accelerator(compiled):
     spec = _spec(compiled["vertex"])
     executors = json_format.MessageToDict(spec.deployment_spec)["executors"]
@@ -135,6 +138,7 @@ def test_vertex_trainers_use_the_vertex_training_extension_on_the_accelerator(co
         assert config["policy"] in ("auto", "float32")  # decided on the GPU node
 
 
+@pytest.mark.e2e
 def test_the_speed_measurement_runs_on_the_trainers_accelerator(compiled):
     """The gate's precision ratio is timed on the trainers' hardware, not on a CPU pod."""
     kubeflow = json_format.MessageToDict(_spec(compiled["kubeflow"]).deployment_spec)["executors"]
@@ -172,6 +176,7 @@ def tasks_param(spec, task: str, name: str) -> dict:
     return json.loads(value.runtime_value.constant.string_value)
 
 
+@pytest.mark.e2e
 def test_kubeflow_yaml_loads_with_kfp(compiled):
     from kfp import components
 
@@ -180,6 +185,7 @@ def test_kubeflow_yaml_loads_with_kfp(compiled):
     assert {"data_root", "train_args", "accuracy_tolerance"} <= set(loaded.component_spec.inputs)
 
 
+@pytest.mark.e2e
 def test_dry_run_submission_needs_no_credentials(compiled, tmp_path):
     env_free = run_cli(
         "submit",
@@ -251,6 +257,7 @@ def test_deployment_validation():
         ClusterTarget("aws", "img", "gs://r", "gs://d")
 
 
+@pytest.mark.e2e
 def test_compiled_spec_imports_the_users_model_module_from_the_image(tmp_path):
     context = tmp_path / "image-context"
     out = tmp_path / "job.json"

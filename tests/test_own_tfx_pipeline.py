@@ -23,6 +23,7 @@ def run_example(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
+@pytest.mark.e2e
 def test_the_compiled_kfp_spec_guards_a_step_on_the_gate_output(tmp_path):
     """`python examples/own_tfx_pipeline.py --compile-kfp`, the script as a user runs it."""
     spec_path = tmp_path / "pipeline.json"

@@ -330,6 +330,7 @@ def test_the_encoder_passes_the_readiness_check_under_mixed_bfloat16():
     assert report["ok"], report["findings"]
 
 
+@pytest.mark.e2e
 def test_the_loss_scale_history_stays_healthy_under_mixed_float16():
     """The GPU recipe on the encoder: mixed_float16 with Keras' LossScaleOptimizer, watched by
     the pipeline's monitor, on padded token ids. float16 on this CPU is emulated and slow, so a

@@ -86,6 +86,7 @@ def _classes_per_batch(ds, batches: int = 50) -> float:
     return float(np.median([len(np.unique(y)) for _, y in ds.take(batches).as_numpy_iterator()]))
 
 
+@pytest.mark.e2e
 def test_a_sorted_split_past_the_in_memory_bound_trains_as_well_as_from_memory(
     sorted_split, monkeypatch
 ):
@@ -104,6 +105,7 @@ def test_a_sorted_split_past_the_in_memory_bound_trains_as_well_as_from_memory(
     assert _classes_per_batch(as_written) <= 2
 
 
+@pytest.mark.e2e
 def test_the_shuffled_copy_holds_every_record_once_in_a_random_order(sorted_split, tmp_path):
     spec, _, labels = sorted_split
     files = sorted(tf.io.gfile.glob(spec.train_files[0]))
