@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 OUTPUT ?= output
 ARGS ?=
 
-.PHONY: run test test-fast lint install clean
+.PHONY: run test test-fast lint install clean docs docs-cli
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -n "$(PYTHON310)" || { echo "error: python3.10 not found (TFX 1.16 needs Python 3.10)"; exit 2; }
@@ -30,6 +30,7 @@ run: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mkdocs build --strict --quiet --site-dir $(OUTPUT_SITE)
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15 $(ARGS)
 
 # The inner loop: lint, types and the unit tier (no pipeline run, no server, no training past a
@@ -39,10 +40,21 @@ test-fast: $(STAMP)
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 -m "not e2e" --durations=10 $(ARGS)
 
+# The docs site (mkdocs-material): a broken link, anchor or missing page fails the build.
+OUTPUT_SITE ?= site
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict --site-dir $(OUTPUT_SITE)
+
+# The CLI reference page, regenerated from the parsers (tests/test_cli_docs.py checks it).
+docs-cli: $(STAMP)
+	$(PY) -m amp_pipeline.cli_docs > docs/cli.md
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
+# The environment and build outputs only: $(OUTPUT) holds the pushed models (serving/) and the
+# run history (mlflow.db), which are never deleted by make. Remove them by hand if you mean to.
 clean:
-	rm -rf $(VENV) $(OUTPUT)
+	rm -rf $(VENV) site .mypy_cache .ruff_cache

@@ -8,6 +8,7 @@ import os
 import sys
 import warnings
 
+from amp_pipeline import __version__
 from amp_pipeline.benchmarks import cli as benchmarks_cli
 from amp_pipeline.core.argtypes import Parser
 from amp_pipeline.kubeflow import cli as kubeflow_cli
@@ -17,11 +18,33 @@ from amp_pipeline.serving import cli as serving_cli
 PACKAGES = (pipeline_commands, kubeflow_cli, serving_cli, benchmarks_cli)
 
 
+def versions() -> str:
+    """amp-pipeline's version and those of the stack it runs on (read from the installed
+    packages' metadata: nothing is imported)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def of(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    stack = ", ".join(f"{n} {of(n)}" for n in ("tensorflow", "tfx", "keras", "mlflow"))
+    return f"amp-pipeline {__version__} ({stack})"
+
+
 def build_parser() -> Parser:
     parser = Parser(
         prog="amp-pipeline",
         description="Train a Keras model in float32 and with automatic mixed precision, gate the "
         "AMP model on evidence, export it for TF Serving and TFLite, and track it in MLflow.",
+        epilog="Exit codes: 0 a model shipped, 2 bad input or usage, 3 the gate shipped nothing, "
+        "4 monitor: the traffic moved, 1 anything else. Flags can come from a file: "
+        "amp-pipeline run @ci.args (one flag or value per line).",
+        fromfile_prefix_chars="@",
+    )
+    parser.add_argument(
+        "--version", action="version", version=versions(), help="print the versions and exit"
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for package in PACKAGES:

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent / NAMESPACE
 LAYERS = {"core": 0, "serving": 1, "components": 2, "pipeline": 3, "kubeflow": 4, "benchmarks": 4}
 # The modules at the namespace's top: the composition root above every package, and the library
 # API for TFX pipelines of one's own (pipeline's layer: it hands out the pipeline's halves).
-TOP_MODULES = {"__main__": 6, "cli": 5, "tfx": 3.5}
+TOP_MODULES = {"__main__": 6, "cli_docs": 6, "cli": 5, "tfx": 3.5}
 # Sub-packages and their layer inside their package ("": the package's own top-level modules).
 SUBLAYERS = {
     "components": {

@@ -189,7 +189,12 @@ def add_serving_parser(sub) -> None:
         default="output/tfx/CsvExampleGen/examples/*/Split-eval/*",
         help="TFRecord (gzip) glob of raw serialized examples (default: the run's eval split)",
     )
-    bench.add_argument("--examples-per-request", type=positive, default=1)
+    bench.add_argument(
+        "--examples-per-request",
+        type=positive,
+        default=1,
+        help="rows in each request (default: %(default)s)",
+    )
     bench.add_argument("--clients", type=positive, default=8, help="(default: 8)")
     bench.add_argument(
         "--duration", type=positive_float, default=20.0, help="seconds per setting (default: 20)"
@@ -202,7 +207,9 @@ def add_serving_parser(sub) -> None:
     )
     bench.add_argument("--grpc-port", type=port, default=0, help="(default: a free port)")
     bench.add_argument("--rest-port", type=port, default=0, help="(default: a free port)")
-    bench.add_argument("--output", type=Path, default=Path("bench"))
+    bench.add_argument(
+        "--output", type=Path, default=Path("bench"), help="output folder (default: %(default)s)"
+    )
     bench.add_argument(
         "--request-log",
         action="store_true",

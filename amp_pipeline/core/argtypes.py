@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
+from typing import Any, NoReturn
 
 
 def fraction(text: str) -> float:
@@ -77,7 +77,12 @@ def names(text: str) -> tuple[str, ...]:
 
 
 class Parser(argparse.ArgumentParser):
-    """Usage errors as one line naming the flag, exit code 2."""
+    """Usage errors as one line naming the flag, exit code 2. A flag is spelled out in full: a
+    prefix (`--out` for `--output`) is refused, so a typo cannot silently set another flag."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:  # noqa: D102
         from amp_pipeline.core.errors import EXIT_BAD_INPUT

@@ -19,7 +19,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 def add_parsers(sub) -> None:
     comp = sub.add_parser("compile", help="compile for Kubeflow Pipelines or Vertex AI")
-    comp.add_argument("--target", choices=TARGETS, required=True)
+    comp.add_argument(
+        "--target", choices=TARGETS, required=True, help="kubeflow (KFP v2 YAML) or vertex (JSON)"
+    )
     comp.add_argument("--image", required=True, help="component image (kubeflow/Dockerfile)")
     comp.add_argument("--pipeline-root", required=True, help="artifact root, e.g. gs://b/root")
     comp.add_argument("--output", required=True, help="the .json (vertex) or .yaml file")
@@ -83,10 +85,15 @@ def add_parsers(sub) -> None:
     flags.add_csv_flags(comp)
 
     submit = sub.add_parser("submit", help="submit a compiled pipeline to Vertex AI")
-    submit.add_argument("--target", choices=("vertex",), default="vertex")
+    submit.add_argument(
+        "--target",
+        choices=("vertex",),
+        default="vertex",
+        help="where to submit (default: %(default)s)",
+    )
     submit.add_argument("--job", required=True, help="the compiled PipelineJob JSON")
-    submit.add_argument("--project", required=True)
-    submit.add_argument("--region", required=True)
+    submit.add_argument("--project", required=True, help="the Google Cloud project")
+    submit.add_argument("--region", required=True, help="the Vertex AI region, e.g. us-central1")
     submit.add_argument(
         "--param",
         action="append",

@@ -62,7 +62,7 @@ def add_parsers(sub) -> None:
         help="batches run at once (default: 1)",
     )
     log = serve.add_argument_group(
-        "request logs (README: After the push); they hold users' inputs: files 0600, folder 0700"
+        "request logs (docs: After the push); they hold users' inputs: files 0600, folder 0700"
     )
     log.add_argument(
         "--log-requests",
@@ -99,15 +99,27 @@ def add_parsers(sub) -> None:
     deploy = sub.add_parser(
         "deploy-files", help="TF Serving models.config, batching and Kubernetes manifests"
     )
-    deploy.add_argument("--serving-dir", type=Path, default=Path("output/serving"))
-    deploy.add_argument("--out", type=Path, default=Path("output/deploy"))
+    deploy.add_argument(
+        "--serving-dir",
+        type=Path,
+        default=Path("output/serving"),
+        help="the pushed models (default: %(default)s)",
+    )
+    deploy.add_argument(
+        "--out",
+        type=Path,
+        default=Path("output/deploy"),
+        help="folder for models.config and the manifests (default: %(default)s)",
+    )
     deploy.add_argument(
         "--base-path",
         default="/models",
         help="the serving folder inside the container, or a gs:// URI (default: %(default)s)",
     )
     deploy.add_argument("--keep-versions", type=positive, default=2, help="(default: 2)")
-    deploy.add_argument("--no-batching", action="store_true")
+    deploy.add_argument(
+        "--no-batching", action="store_true", help="no batching parameters in the config"
+    )
 
 
 def free_port() -> int:

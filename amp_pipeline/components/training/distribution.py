@@ -86,7 +86,7 @@ def resolve(requested: str, gpus: int, config: dict, cpu_replicas: int = 2) -> P
         if workers < 1 or not config.get("task"):
             raise DistributionError(
                 "--distribution multiworker: TF_CONFIG names no cluster and task (Vertex AI and "
-                "the Kubeflow training operators set it; see README 'Scaling out')"
+                "the Kubeflow training operators set it; see docs/scaling.md)"
             )
         return Plan("multiworker", f"TF_CONFIG names {workers} workers", workers=workers)
     if requested == "mirrored" or (requested == "auto" and gpus > 1):

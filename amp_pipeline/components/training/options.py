@@ -47,10 +47,9 @@ class TrainOptions:
         model: `cnn`, `mlp`, `resnet50`, `transformer` (components/models/builtin.py), or
             `module:<name>` when `model_module` is set.
         model_options: architecture options of a built-in model.
-        model_module: the user's model module (amp_pipeline.components.models.user_module.ModuleRef
-        as a dict). policy: the Keras dtype policy (`float32`, `mixed_bfloat16`, `mixed_float16`),
-        or
-            `auto` to decide on the node the trainer runs on (Kubeflow/Vertex).
+        model_module: the user's model module (a `user_module.ModuleRef` as a dict).
+        policy: the Keras dtype policy (`float32`, `mixed_bfloat16`, `mixed_float16`), or `auto`
+            to decide on the node the trainer runs on (Kubeflow/Vertex).
         xla: compile the train step with XLA.
         loss_scaling: dynamic loss scaling (LossScaleOptimizer).
         device: `cpu`, `gpu`, `tpu`, or `auto` (decided on the node).

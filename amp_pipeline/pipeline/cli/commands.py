@@ -93,7 +93,12 @@ def _add_check_model(sub) -> None:
         "check-model",
         help="AMP readiness of a model (numeric and XLA probes) without training it",
     )
-    check.add_argument("--model-module", required=True, metavar="PATH_OR_IMPORT")
+    check.add_argument(
+        "--model-module",
+        required=True,
+        metavar="PATH_OR_IMPORT",
+        help="your model module: a .py file or an import path defining build_model",
+    )
     check.add_argument(
         "--data", help="data for the probe's real batch (default: the embedded digits)"
     )
@@ -147,8 +152,18 @@ def _add_autotune(sub) -> None:
     )
     tune.add_argument("--data", help="data for the probe (default: the embedded digits)")
     tune.add_argument("--label", default=flags.DEFAULTS.label, help="(default: %(default)s)")
-    tune.add_argument("--model", choices=flags.MODELS, default=flags.DEFAULTS.model)
-    tune.add_argument("--model-module", default=None, metavar="PATH_OR_IMPORT")
+    tune.add_argument(
+        "--model",
+        choices=flags.MODELS,
+        default=flags.DEFAULTS.model,
+        help="the built-in model to probe (default: %(default)s)",
+    )
+    tune.add_argument(
+        "--model-module",
+        default=None,
+        metavar="PATH_OR_IMPORT",
+        help="your model module instead of a built-in --model (a .py file or an import path)",
+    )
     tune.add_argument(
         "--image-size",
         type=argtypes.positive,

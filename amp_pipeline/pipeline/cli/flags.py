@@ -194,7 +194,8 @@ def add_training_flags(p: argparse.ArgumentParser) -> None:
         type=argtypes.positive,
         default=TRAIN.seeds,
         help="train both twins under this many seeds (--seed, --seed + 1, ...) and gate on all "
-        "of them; with 5 or more the best and worst seed are dropped (default: %(default)s)",
+        "of them, every seed's pairs pooled (none dropped); from 5 seeds the report adds a "
+        "trimmed mean of the per-seed differences (default: %(default)s)",
     )
     p.add_argument(
         "--loss-scale-initial",
