@@ -132,6 +132,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
         ClientConfig(args.host, args.grpc_port, args.rest_port, args.timeout, args.retries)
     )
     try:
+        # The rows are checked before the server is asked: a bad path is bad input (exit 2)
+        # whether or not a server is up.
+        if not args.metadata and args.csv is None:
+            raise InputError("--csv is required (or --metadata)")
+        if not args.metadata and not args.csv.is_file():
+            raise InputError(f"--csv {args.csv}: no such file")
         if args.protocol == "grpc":
             signatures, version = client.metadata(args.model, args.version)
             sigs = {k: {i: t.dtype for i, t in v.inputs.items()} for k, v in signatures.items()}
@@ -144,8 +150,6 @@ def cmd_predict(args: argparse.Namespace) -> int:
             for name, inputs in sorted(sigs.items()):
                 print(f"  {name}: inputs {sorted(inputs)}")
             return 0
-        if args.csv is None:
-            raise InputError("--csv is required (or --metadata)")
         if args.signature not in sigs:
             raise InputError(f"--signature {args.signature}: the model has {sorted(sigs)}")
         arrays = read_rows(
