@@ -85,7 +85,8 @@ def test_every_variant_converts_and_matches_the_savedmodel(
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     model.compile(optimizer, "sparse_categorical_crossentropy", metrics=["accuracy"])
     model.set_weights(float32_weights)
-    model.fit(train_x[:320], train_y[:320], batch_size=32, epochs=1, verbose=0)
+    # Two steps: the float32 weights already classify; the export path needs a trained policy.
+    model.fit(train_x[:64], train_y[:64], batch_size=32, epochs=1, verbose=0)
     assert model.layers[-1].compute_dtype == "float32"  # softmax stays float32
     if policy != "float32":
         assert model.layers[2].compute_dtype == policy.split("_")[1]

@@ -14,7 +14,15 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import tensorflow_model_analysis as tfma
-from tfx import v1 as tfx
+from tfx.components import Trainer
+from tfx.dsl.components.common.resolver import Resolver
+from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import (
+    LatestBlessedModelStrategy,
+)
+from tfx.orchestration.data_types import RuntimeParameter
+from tfx.proto import trainer_pb2
+from tfx.types.channel import Channel
+from tfx.types.standard_artifacts import Model, ModelBlessing
 
 from amp_pipeline.components.data.labels import MAX_SLICED_CLASSES
 from amp_pipeline.components.gate.component import PromotionGate
@@ -90,7 +98,7 @@ id; the cluster runner (kubeflow/runner.py) returns Vertex's Trainer or adds a G
 
 def local_trainer(node_id: str, **kwargs):
     """The default trainer node: TFX's Trainer, in this process."""
-    return tfx.components.Trainer(**kwargs).with_id(node_id)
+    return Trainer(**kwargs).with_id(node_id)
 
 
 def on_trainer_hardware(node):
@@ -113,9 +121,9 @@ def fp32_options(amp: TrainOptions) -> TrainOptions:
 
 def _train_args(steps):
     """TrainArgs for `steps`, or the runtime parameter a cluster runner passed."""
-    if isinstance(steps, tfx.dsl.experimental.RuntimeParameter):
+    if isinstance(steps, RuntimeParameter):
         return steps
-    return tfx.proto.TrainArgs(num_steps=int(steps))
+    return trainer_pb2.TrainArgs(num_steps=int(steps))
 
 
 def trainer_twins(
@@ -140,7 +148,7 @@ def trainer_twins(
             examples=transformed_examples,
             transform_graph=transform_graph,
             train_args=_train_args(node_steps),
-            eval_args=tfx.proto.EvalArgs(num_steps=options.eval_steps),
+            eval_args=trainer_pb2.EvalArgs(num_steps=options.eval_steps),
             custom_config={"data_spec": data.to_dict(), **options.to_config()},
         )
 
@@ -237,14 +245,14 @@ def eval_config(gate: GateConfig, data: DataSpec) -> tfma.EvalConfig:
     )
 
 
-def production_model_resolver() -> tfx.dsl.Resolver:
+def production_model_resolver() -> Resolver:
     """The model in production: the latest model the gate promoted (and so pushed), whichever
     twin it was: the Model channel is every trainer's (the blessing names the twin)."""
-    return tfx.dsl.Resolver(
-        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
-        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-        model_blessing=tfx.dsl.Channel(
-            type=tfx.types.standard_artifacts.ModelBlessing,
+    return Resolver(
+        strategy_class=LatestBlessedModelStrategy,
+        model=Channel(type=Model),
+        model_blessing=Channel(
+            type=ModelBlessing,
             producer_component_id=GATE,
             output_key="blessing",
         ),

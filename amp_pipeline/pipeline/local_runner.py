@@ -442,17 +442,17 @@ def _mlflow_ids(tracker) -> dict:
 
 
 def metadata_config(path: Path):
-    from tfx import v1 as tfx
+    from tfx.orchestration import metadata
 
-    return tfx.orchestration.metadata.sqlite_metadata_connection_config(str(path))
+    return metadata.sqlite_metadata_connection_config(str(path))
 
 
 def run_pipeline(pipeline, metadata_path: Path):
     """Runs `pipeline` under LocalDagRunner with a run id of its own, and reads back what this
     run (not the newest one in ML Metadata) produced."""
-    from tfx import v1 as tfx
     from tfx.dsl.compiler import compiler
     from tfx.dsl.compiler import constants as compiler_constants
+    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
     from tfx.orchestration.portable import runtime_parameter_utils
 
     from amp_pipeline.pipeline.results import read_run
@@ -462,7 +462,7 @@ def run_pipeline(pipeline, metadata_path: Path):
     runtime_parameter_utils.substitute_runtime_parameter(
         ir, {compiler_constants.PIPELINE_RUN_ID_PARAMETER_NAME: run_id}
     )
-    tfx.orchestration.LocalDagRunner().run_with_ir(ir)
+    LocalDagRunner().run_with_ir(ir)
     return read_run(metadata_path, pipeline.pipeline_info.pipeline_name, run_id)
 
 

@@ -6,7 +6,10 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from tfx import v1 as tfx
+from tfx.components import ExampleValidator, SchemaGen, StatisticsGen
+from tfx.orchestration.data_types import RuntimeParameter
+from tfx.orchestration.pipeline import Pipeline
+from tfx.proto import example_gen_pb2
 
 from amp_pipeline.components.data.anomaly_check import AnomalyCheck
 from amp_pipeline.components.data.example_gen import CsvExampleGen, ImportExampleGen
@@ -31,14 +34,14 @@ ANOMALY_CHECK = "AnomalyCheck"
 
 
 def make_example_gen(data: DataSpec, input_base, pattern: str):
-    input_config = tfx.proto.Input(
-        splits=[tfx.proto.Input.Split(name="single_split", pattern=pattern)]
+    input_config = example_gen_pb2.Input(
+        splits=[example_gen_pb2.Input.Split(name="single_split", pattern=pattern)]
     )
-    output_config = tfx.proto.Output(
-        split_config=tfx.proto.SplitConfig(
+    output_config = example_gen_pb2.Output(
+        split_config=example_gen_pb2.SplitConfig(
             splits=[
-                tfx.proto.SplitConfig.Split(name="train", hash_buckets=4),
-                tfx.proto.SplitConfig.Split(name="eval", hash_buckets=1),
+                example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=4),
+                example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=1),
             ]
         )
     )
@@ -114,13 +117,13 @@ def data_components(data: DataSpec, data_root, pattern: str, model_module: Modul
     """Ingestion, validation and Transform: ExampleGen, StatisticsGen, SchemaGen,
     ExampleValidator, AnomalyCheck, Transform (in that order)."""
     example_gen = make_example_gen(data, data_root, pattern)
-    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
-    schema_gen = tfx.components.SchemaGen(
+    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
+    schema_gen = SchemaGen(
         statistics=statistics_gen.outputs["statistics"],
         infer_feature_shape=True,
         exclude_splits=["eval"],  # the eval split is then validated against train's schema
     )
-    example_validator = tfx.components.ExampleValidator(
+    example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
     )
     vocabulary = (
@@ -165,10 +168,10 @@ def create_check_pipeline(
     model_module: ModuleRef | None,
     metadata_connection_config=None,
     beam_pipeline_args: list[str] | None = None,
-) -> tfx.dsl.Pipeline:
+) -> Pipeline:
     """The data half of the pipeline, for `check-model`: what the trainers would read."""
     components = data_components(data, data.input_base, data.input_pattern, model_module)
-    return tfx.dsl.Pipeline(
+    return Pipeline(
         pipeline_name=f"{config.pipeline_name}-check",
         pipeline_root=str(config.pipeline_root),
         components=list(components),
@@ -196,7 +199,7 @@ def create_pipeline(
     infra_requested_at: str = "compiled",
     metadata_connection_config=None,
     beam_pipeline_args: list[str] | None = None,
-) -> tfx.dsl.Pipeline:
+) -> Pipeline:
     """The whole pipeline: ingestion and validation, Transform, two trainers, two evaluations
     (vs float32, vs production), infra validation on the local server, the side-by-side speed
     measurement, the promotion gate, push.
@@ -210,11 +213,7 @@ def create_pipeline(
     its preprocessing_fn by Transform. `infra_requested_at`: a new value per local run keeps
     the infra validation out of the cache.
     """
-    train_steps = (
-        train_steps
-        if isinstance(train_steps, tfx.dsl.experimental.RuntimeParameter)
-        else int(train_steps)
-    )
+    train_steps = train_steps if isinstance(train_steps, RuntimeParameter) else int(train_steps)
     example_gen, statistics_gen, schema_gen, example_validator, anomaly_check, transform = (
         data_components(data, data_root, data_pattern, model_module)
     )
@@ -238,7 +237,7 @@ def create_pipeline(
         infra_requested_at=infra_requested_at,
     )
     push = pusher(twins, judged.gate, f"{serving_base}/{model_name_for(config, data)}")
-    return tfx.dsl.Pipeline(
+    return Pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=pipeline_root,
         components=[

@@ -19,8 +19,8 @@ import time
 import uuid
 from pathlib import Path
 
-from tfx import v1 as tfx
 from tfx.types.artifact import Artifact
+from tfx.types.standard_artifacts import Model, ModelBlessing, PushedModel
 
 from amp_pipeline.core import names
 from amp_pipeline.core.component_types import InputArtifact, OutputArtifact, Parameter, component
@@ -131,10 +131,10 @@ def left_out_files(model_blessing) -> tuple[str, ...]:
 
 @component
 def Pusher(  # noqa: N802 - TFX component names are classes
-    model: InputArtifact[tfx.types.standard_artifacts.Model],
-    fp32_model: InputArtifact[tfx.types.standard_artifacts.Model],
-    model_blessing: InputArtifact[tfx.types.standard_artifacts.ModelBlessing],
-    pushed_model: OutputArtifact[tfx.types.standard_artifacts.PushedModel],
+    model: InputArtifact[Model],
+    fp32_model: InputArtifact[Model],
+    model_blessing: InputArtifact[ModelBlessing],
+    pushed_model: OutputArtifact[PushedModel],
     push_base: Parameter[str],
 ) -> None:
     """Publishes the twin the blessing names (`model`: the AMP twin, `fp32_model`: the float32

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 
-from tfx import v1 as tfx
+from tfx.components import Transform as TfxTransform
 from tfx.components.transform import executor as transform_executor
 from tfx.dsl.components.base import executor_spec
 
@@ -87,7 +87,7 @@ class Executor(transform_executor.Executor):
             BatchedProcessor.text_rows = None
 
 
-class Transform(tfx.components.Transform):
+class Transform(TfxTransform):
     """tfx.components.Transform with the executor above."""
 
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)

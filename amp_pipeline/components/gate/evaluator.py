@@ -22,7 +22,7 @@ import math
 import os
 import shutil
 
-from tfx import v1 as tfx
+from tfx.components import Evaluator as TfxEvaluator
 from tfx.components.evaluator import executor as evaluator_executor
 from tfx.components.util import examples_utils
 from tfx.dsl.components.base import executor_spec
@@ -121,7 +121,7 @@ class SampledEvaluatorSpec(standard_component_specs.EvaluatorSpec):
     }
 
 
-class Evaluator(tfx.components.Evaluator):
+class Evaluator(TfxEvaluator):
     """tfx.components.Evaluator with the sampling executor above (node id `Evaluator`), and
     `max_examples`: TFMA's bound on a local run (0: every eval example)."""
 

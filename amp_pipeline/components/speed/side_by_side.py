@@ -5,8 +5,8 @@ import json
 import logging
 import os
 
-from tfx import v1 as tfx
 from tfx.types.artifact import Artifact
+from tfx.types.standard_artifacts import ModelRun
 
 from amp_pipeline.core import names
 from amp_pipeline.core.child_process import run_module
@@ -82,8 +82,8 @@ def compare(fp32_run_dir: str, amp_run_dir: str, out_dir: str, rounds: int) -> d
 
 @component
 def SideBySide(  # noqa: N802 - TFX component names are classes
-    fp32_run: InputArtifact[tfx.types.standard_artifacts.ModelRun],
-    amp_run: InputArtifact[tfx.types.standard_artifacts.ModelRun],
+    fp32_run: InputArtifact[ModelRun],
+    amp_run: InputArtifact[ModelRun],
     comparison: OutputArtifact[SpeedComparison],
     rounds: Parameter[int] = 7,
 ) -> None:
