@@ -6,6 +6,7 @@ PYTHON310 ?= $(shell command -v python3.10 >/dev/null 2>&1 && python3.10 -c 'imp
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+JAX_STAMP := $(VENV)/.installed-jax
 OUTPUT ?= output
 ARGS ?=
 
@@ -22,12 +23,18 @@ $(STAMP): requirements.lock pyproject.toml
 
 install: $(STAMP)
 
+# The bench's optional JAX backend: the tests run it; a pipeline user does not need it.
+$(JAX_STAMP): $(STAMP) requirements-jax.lock
+	$(PY) -m pip install --quiet -r requirements-jax.lock
+	$(PY) -m pip check
+	@touch $(JAX_STAMP)
+
 run: $(STAMP)
 	$(VENV)/bin/amp-pipeline run --output $(OUTPUT) $(ARGS)
 
 # Two workers, a test file each at a time (a file's module fixtures, such as a shared pipeline
 # run, stay in one worker): most of a pipeline run waits on one core, so two files overlap.
-test: $(STAMP)
+test: $(JAX_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mkdocs build --strict --quiet --site-dir $(OUTPUT_SITE)
@@ -35,7 +42,7 @@ test: $(STAMP)
 
 # The inner loop: lint, types and the unit tier (no pipeline run, no server, no training past a
 # few steps, no conversion), on two workers.
-test-fast: $(STAMP)
+test-fast: $(JAX_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 -m "not e2e" --durations=10 $(ARGS)

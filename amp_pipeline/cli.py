@@ -8,29 +8,15 @@ import os
 import sys
 import warnings
 
-from amp_pipeline import __version__
 from amp_pipeline.benchmarks import cli as benchmarks_cli
+from amp_pipeline.core import cli_help, quiet_tensorflow
 from amp_pipeline.core.argtypes import Parser
+from amp_pipeline.core.versions import versions
 from amp_pipeline.kubeflow import cli as kubeflow_cli
 from amp_pipeline.pipeline.cli import commands as pipeline_commands
 from amp_pipeline.serving import cli as serving_cli
 
 PACKAGES = (pipeline_commands, kubeflow_cli, serving_cli, benchmarks_cli)
-
-
-def versions() -> str:
-    """amp-pipeline's version and those of the stack it runs on (read from the installed
-    packages' metadata: nothing is imported)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    def of(name: str) -> str:
-        try:
-            return version(name)
-        except PackageNotFoundError:
-            return "not installed"
-
-    stack = ", ".join(f"{n} {of(n)}" for n in ("tensorflow", "tfx", "keras", "mlflow"))
-    return f"amp-pipeline {__version__} ({stack})"
 
 
 def build_parser() -> Parser:
@@ -54,9 +40,14 @@ def build_parser() -> Parser:
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    quiet_tensorflow.install()  # TensorFlow's import without its CUDA registration lines
     # google-api-core warns on every import that Python 3.10 nears its end of support.
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.")
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extras = parser.parse_known_args(argv)
+    if extras:  # what the command does not take, with the flag it was probably meant to be
+        command = cli_help.subcommands(parser)[args.command]
+        command.error(cli_help.unrecognized(command, extras))
     commands = {name: fn for package in PACKAGES for name, fn in package.COMMANDS.items()}
     return commands[args.command](args)
 

@@ -8,6 +8,7 @@ import argparse
 import sys
 
 from amp_pipeline.cli import build_parser
+from amp_pipeline.core.cli_help import subcommands
 
 HEADER = """# CLI reference
 
@@ -35,7 +36,7 @@ def _flag(action: argparse.Action) -> str:
 
 def _help(action: argparse.Action) -> str:
     text = action.help or ""
-    if "%(" in text:
+    if "%" in text:
         try:
             text = text % {**vars(action), "prog": ""}
         except (KeyError, TypeError, ValueError):
@@ -43,15 +44,10 @@ def _help(action: argparse.Action) -> str:
     return _cell(text)
 
 
-def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return dict(action.choices)
-    return {}
-
-
 def command_section(name: str, parser: argparse.ArgumentParser, summary: str) -> list[str]:
-    lines = [f"## `amp-pipeline {name}`", "", _cell(summary or parser.description or ""), ""]
+    lines = [f"## `amp-pipeline {name}`", "", _cell(summary), ""]
+    if parser.description:
+        lines += [_cell(parser.description), ""]
     for group in parser._action_groups:
         actions = [a for a in group._group_actions if a.help != argparse.SUPPRESS]
         actions = [a for a in actions if not isinstance(a, argparse._HelpAction)]
@@ -61,6 +57,8 @@ def command_section(name: str, parser: argparse.ArgumentParser, summary: str) ->
         lines += [f"**{_cell(title or '')}**", "", "| flag | help |", "|---|---|"]
         lines += [f"| {_flag(a)} | {_help(a)} |" for a in actions]
         lines.append("")
+    if parser.epilog:  # the examples and exit codes, as --help prints them
+        lines += ["```text", parser.epilog, "```", ""]
     return lines
 
 
@@ -71,7 +69,7 @@ def reference() -> str:
         if isinstance(action, argparse._SubParsersAction):
             helps = {a.dest: a.help or "" for a in action._choices_actions}
     lines = [HEADER]
-    for name, sub in _subparsers(parser).items():
+    for name, sub in subcommands(parser).items():
         lines += command_section(name, sub, helps.get(name, ""))
     return "\n".join(lines).rstrip() + "\n"
 

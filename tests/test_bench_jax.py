@@ -76,10 +76,15 @@ def test_memory_cap_is_a_fraction_of_the_card_and_nothing_on_cpu():
     assert ratio["ratio"] == pytest.approx(1.875)
 
 
-def test_jax_is_installed_by_the_lock_so_the_jax_path_always_runs():
+def test_the_tests_install_the_optional_jax_lock_so_the_jax_path_always_runs():
+    """`make test` installs requirements-jax.lock (the pipeline's own lock leaves JAX out):
+    the JAX path is never skipped here."""
     from amp_pipeline.benchmarks import cli
+    from tests.conftest import ROOT
 
     assert cli._jax_installed()
+    assert "jax" not in (ROOT / "requirements.lock").read_text()
+    assert "jax==0.4.30" in (ROOT / "requirements-jax.lock").read_text()
 
 
 @pytest.mark.e2e

@@ -185,6 +185,25 @@ def test_shards_with_mismatched_headers_name_the_file(tmp_path):
         prepare(str(folder), "label", tmp_path / "w")
 
 
+@pytest.mark.parametrize("delimiter", [",", ";"])
+def test_a_ragged_row_is_named_by_its_line_in_its_own_shard(delimiter, tmp_path):
+    """Arrow says "Expected 3 columns, got 4" and the row's text; the user needs the file and
+    the line. One ragged row still lets the sniffer find the delimiter."""
+    folder = tmp_path / "export"
+    folder.mkdir()
+    write(folder / "a.csv", "x,y,label\n" + rows(20, lambda i: f"{i},{i},{i % 2}\n"))
+    body = rows(20, lambda i: f"{i},{i},{i},{i % 2}\n" if i == 12 else f"{i},{i},{i % 2}\n")
+    write(folder / "b.csv", "x,y,label\n" + body)
+    for shard in folder.iterdir():
+        shard.write_text(shard.read_text().replace(",", delimiter))
+    with pytest.raises(InputError) as bad:
+        prepare(str(folder), "label", tmp_path / "w")
+    assert str(bad.value) == (
+        f"{folder / 'b.csv'}: line 14 has 4 fields where the header has 3 (delimiter "
+        f"{delimiter!r}); fix the row or quote the cells that hold the delimiter"
+    )
+
+
 def test_text_after_the_first_block_names_its_line(tmp_path):
     body = rows(200_000, lambda i: f"{i},{i % 2}\n")
     path = write(tmp_path / "t.csv", "x,label\n" + body + "oops,1\n")

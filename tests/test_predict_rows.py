@@ -55,13 +55,15 @@ def test_an_encoding_other_than_utf8(tmp_path):
 
 
 def test_a_missing_csv_is_bad_input_before_any_server_is_asked(capsys):
-    """Exit 2 naming the file, as every other bad path, even with no server listening."""
+    """Exit 2 naming the file, as every other bad path, even with no server listening. The old
+    spelling --model still names the served model, and says to use --model-name."""
     from amp_pipeline.cli import main
     from tests.helpers import free_port
 
     code = main(["predict", "--model", "digits", "--csv", "/no/such/rows.csv",
                  "--grpc-port", str(free_port()), "--retries", "0"])  # fmt: skip
     assert code == 2
-    assert capsys.readouterr().err.strip() == (
-        "amp-pipeline: error: --csv /no/such/rows.csv: no such file"
-    )
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "amp-pipeline: warning: --model is deprecated and will be removed; use --model-name",
+        "amp-pipeline: error: --csv /no/such/rows.csv: no such file",
+    ]

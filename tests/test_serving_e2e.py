@@ -289,7 +289,7 @@ def test_predict_command_prints_the_served_classes(server, tmp_path, cli, protoc
         + "\n"
     )
     result = cli(
-        "predict", "--model", MODEL, "--csv", str(rows), "--protocol", protocol,
+        "predict", "--model-name", MODEL, "--csv", str(rows), "--protocol", protocol,
         "--grpc-port", str(server.grpc_port), "--rest-port", str(server.rest_port),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -304,13 +304,13 @@ def test_predict_command_names_a_missing_column_and_an_unreachable_server(server
     rows = tmp_path / "rows.csv"
     rows.write_text("f0,f1,f2\n1,2,3\n")
     result = cli(
-        "predict", "--model", MODEL, "--csv", str(rows), "--grpc-port", str(server.grpc_port)
+        "predict", "--model-name", MODEL, "--csv", str(rows), "--grpc-port", str(server.grpc_port)
     )
     assert result.returncode == 2
     assert "column 'f3' is missing" in result.stderr
 
     result = cli(
-        "predict", "--model", MODEL, "--csv", str(rows), "--grpc-port", str(free_port()),
+        "predict", "--model-name", MODEL, "--csv", str(rows), "--grpc-port", str(free_port()),
         "--retries", "1", "--timeout", "2",
     )  # fmt: skip
     assert result.returncode == 1
@@ -459,7 +459,7 @@ def test_requests_over_both_protocols_are_logged_as_prediction_logs(server, tmp_
     # The predict tests above sent this CSV over both protocols; run alone, send it here.
     for protocol in {"grpc", "rest"} - logged():
         result = cli(
-            "predict", "--model", MODEL, "--csv", str(rows), "--protocol", protocol,
+            "predict", "--model-name", MODEL, "--csv", str(rows), "--protocol", protocol,
             "--grpc-port", str(server.grpc_port), "--rest-port", str(server.rest_port),
         )  # fmt: skip
         assert result.returncode == 0, result.stderr

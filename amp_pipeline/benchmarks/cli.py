@@ -14,10 +14,11 @@ from amp_pipeline.benchmarks.speed.configs import (
     REPLICA_MODES,
     TRANSFORMER_SIZES,
 )
-from amp_pipeline.core import argtypes
+from amp_pipeline.core import argtypes, cli_help
 from amp_pipeline.core.argtypes import port, positive, positive_float
 from amp_pipeline.core.errors import EXIT_BAD_INPUT, EXIT_FAILED
 from amp_pipeline.core.names import BERT_SIZE_NAMES
+from amp_pipeline.pipeline.config import RunConfig
 
 POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
 
@@ -36,8 +37,19 @@ def _names(allowed: tuple[str, ...]):
 
 
 def add_parsers(sub) -> None:
-    bench = sub.add_parser(
-        "bench", help="AMP vs float32 benchmark: fresh process per configuration, median"
+    bench = cli_help.command(
+        sub,
+        "bench",
+        "AMP vs float32 benchmark: fresh process per configuration, median",
+        "Trains each model under each policy (and XLA setting, replica count or backend) in "
+        "a fresh process on synthetic data of the model's shape, rounds interleaving float32 "
+        "and AMP, and writes bench.json, bench.md and bench.png with the median speedups.",
+        [
+            "amp-pipeline bench --models cnn,mlp --policies float32,mixed_bfloat16",
+            "amp-pipeline bench --models bert --bert-size base --seq-lens 128,512",
+            "amp-pipeline bench --models mlp --replicas 1,2",
+        ],
+        (0, 1, 2),
     )
     bench.add_argument(
         "--models",
@@ -63,8 +75,8 @@ def add_parsers(sub) -> None:
     bench.add_argument(
         "--image-size",
         type=argtypes.positive,
-        default=96,
-        help="resnet50 input side (default: %(default)s)",
+        default=RunConfig.image_size,
+        help="resnet50 input side; the figures in RESULTS.md used 96 (default: %(default)s)",
     )
     bench.add_argument(
         "--steps",
@@ -117,7 +129,7 @@ def add_parsers(sub) -> None:
     bench.add_argument(
         "--bert-size",
         choices=BERT_SIZE_NAMES,
-        default="base",
+        default=RunConfig.bert_size,
         help="--models bert: tiny, mini, small or base (BERT-base: 12 layers, 768 wide, 12 "
         "heads) (default: %(default)s)",
     )
@@ -174,9 +186,15 @@ def _counts(text: str) -> tuple[int, ...]:
 
 
 def add_serving_parser(sub) -> None:
-    bench = sub.add_parser(
+    bench = cli_help.command(
+        sub,
         "bench-serving",
-        help="load benchmark: concurrent gRPC and REST clients vs the SavedModel in process",
+        "load benchmark: concurrent gRPC and REST clients vs the SavedModel in process",
+        "Starts the local server on free ports, drives it with concurrent gRPC and REST "
+        "clients sending the run's eval examples, and writes throughput and latency "
+        "percentiles beside the SavedModel called in process.",
+        ["amp-pipeline bench-serving", "amp-pipeline bench-serving --clients 16 --duration 30"],
+        (0, 1, 2),
     )
     bench.add_argument(
         "--model-dir",
@@ -287,8 +305,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     )
     if args.backend == "jax" and not _jax_installed():
         print(
-            "amp-pipeline: error: --backend jax: jax is not installed in this environment "
-            "(make install pins it)",
+            "amp-pipeline: error: --backend jax: jax is not installed in this environment; "
+            "install the optional extra: pip install -r requirements-jax.lock",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT

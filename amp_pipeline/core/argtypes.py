@@ -85,6 +85,13 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:  # noqa: D102
-        from amp_pipeline.core.errors import EXIT_BAD_INPUT
+        import re
 
-        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
+        from amp_pipeline.core.errors import EXIT_BAD_INPUT
+        from amp_pipeline.core.spelling import did_you_mean
+
+        choice = re.search(r"invalid choice: '(.*?)' \(choose from (.*)\)", message)
+        if choice:  # argparse quotes each choice: 'a', 'b'
+            message += did_you_mean(choice[1], re.findall(r"'([^']*)'", choice[2]), quote=True)
+        root = self.prog.split()[0] if self.prog.startswith("amp-pipeline") else self.prog
+        self.exit(EXIT_BAD_INPUT, f"{root}: error: {message} (see {self.prog} --help)\n")

@@ -10,6 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from amp_pipeline.core import cli_help
 from amp_pipeline.core.errors import EXIT_BAD_INPUT, InputError
 from amp_pipeline.kubeflow.target import TARGETS, ClusterTarget
 from amp_pipeline.pipeline.cli import flags
@@ -18,7 +19,28 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def add_parsers(sub) -> None:
-    comp = sub.add_parser("compile", help="compile for Kubeflow Pipelines or Vertex AI")
+    comp = flags.grouped(
+        cli_help.command(
+            sub,
+            "compile",
+            "compile for Kubeflow Pipelines or Vertex AI",
+            "Compiles the same pipeline `run` runs into a Kubeflow Pipelines v2 YAML or a Vertex "
+            "AI PipelineJob JSON. The data layout comes from a local sample (--data); the run's "
+            "flags become the pipeline's defaults, and the trainers run on the cluster's nodes "
+            "(GPUs with mixed_float16 where they have them).",
+            [
+                "amp-pipeline compile --target vertex --image gcr.io/p/amp:1 --pipeline-root "
+                "gs://b/root --output amp.json",
+                "amp-pipeline compile --target kubeflow --image registry/amp:1 --pipeline-root "
+                "gs://b/root --output amp.yaml --data churn.csv --label churn",
+            ],
+            (0, 1, 2),
+        ),
+        cluster=(
+            "--target", "--image", "--pipeline-root", "--image-context", "--machine-type",
+            "--accelerator", "--gpus-per-replica", "--trainer-replicas", "--region",
+        ),
+    )  # fmt: skip
     comp.add_argument(
         "--target", choices=TARGETS, required=True, help="kubeflow (KFP v2 YAML) or vertex (JSON)"
     )
@@ -84,7 +106,19 @@ def add_parsers(sub) -> None:
     flags.add_beam_flags(comp)
     flags.add_csv_flags(comp)
 
-    submit = sub.add_parser("submit", help="submit a compiled pipeline to Vertex AI")
+    submit = cli_help.command(
+        sub,
+        "submit",
+        "submit a compiled pipeline to Vertex AI",
+        "Submits a PipelineJob JSON that `compile --target vertex` wrote. --dry-run prints the "
+        "request body it would send and needs no credentials.",
+        [
+            "amp-pipeline submit --job amp.json --project p --region us-central1 --dry-run",
+            "amp-pipeline submit --job amp.json --project p --region us-central1 --param "
+            "train_steps=2000",
+        ],
+        (0, 1, 2),
+    )
     submit.add_argument(
         "--target",
         choices=("vertex",),

@@ -10,6 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
+from amp_pipeline.core import cli_help
 from amp_pipeline.core.argtypes import port, positive, positive_float
 from amp_pipeline.core.errors import EXIT_BAD_INPUT, EXIT_FAILED
 
@@ -23,8 +24,18 @@ def add_endpoint_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_parsers(sub) -> None:
-    serve = sub.add_parser(
-        "serve", help="local TF Serving-compatible server (gRPC + REST) over pushed models"
+    serve = cli_help.command(
+        sub,
+        "serve",
+        "local TF Serving-compatible server (gRPC + REST) over pushed models",
+        "Serves the pushed SavedModels under --model-dir over TF Serving's gRPC and REST "
+        "APIs on 127.0.0.1, loads new versions as they are pushed, batches requests, and can "
+        "log requests and answers (and a shadow's answers) for `monitor`.",
+        [
+            "amp-pipeline serve --model-dir output/serving",
+            "amp-pipeline serve --model-dir output/serving --log-requests output/requests",
+        ],
+        (0, 1, 2, 130),
     )
     serve.add_argument(
         "--model-dir",
@@ -96,8 +107,18 @@ def add_parsers(sub) -> None:
         "its answer beside production's (needs --log-requests)",
     )
 
-    deploy = sub.add_parser(
-        "deploy-files", help="TF Serving models.config, batching and Kubernetes manifests"
+    deploy = cli_help.command(
+        sub,
+        "deploy-files",
+        "TF Serving models.config, batching and Kubernetes manifests",
+        "Writes the files a real TF Serving needs for the pushed models: models.config (the "
+        "newest --keep-versions of each), the batching parameters, and Kubernetes manifests.",
+        [
+            "amp-pipeline deploy-files",
+            "amp-pipeline deploy-files --serving-dir output/serving --output deploy "
+            "--base-path gs://b/models",
+        ],
+        (0, 2),
     )
     deploy.add_argument(
         "--serving-dir",
@@ -106,11 +127,12 @@ def add_parsers(sub) -> None:
         help="the pushed models (default: %(default)s)",
     )
     deploy.add_argument(
-        "--out",
+        "--output",
         type=Path,
         default=Path("output/deploy"),
         help="folder for models.config and the manifests (default: %(default)s)",
     )
+    cli_help.renamed(deploy, "--out", "--output", dest="output", type=Path)
     deploy.add_argument(
         "--base-path",
         default="/models",
@@ -206,7 +228,7 @@ def cmd_deploy_files(args: argparse.Namespace) -> int:
     try:
         paths = deploy.write_deployment(
             args.serving_dir,
-            args.out,
+            args.output,
             base_path=args.base_path,
             keep_versions=args.keep_versions,
             batching=None if args.no_batching else BatchingConfig(),

@@ -107,8 +107,10 @@ def open_text(path: Path, encoding: str) -> io.TextIOBase:
 
 
 def sniff_delimiter(sample: str) -> str:
-    """The delimiter among `, ; tab |` that splits the first records into the same number (more
-    than one) of fields; `,` when none does. Quoted fields may hold newlines."""
+    """The delimiter among `, ; tab |` that splits the header into the most fields (more than
+    one) while the first records, all but one in ten (at least one), have as many; `,` when
+    none does. So one ragged row still gives the delimiter, and the read then names its
+    line. Quoted fields may hold newlines."""
     best, best_fields = ",", 1
     for delimiter in DELIMITERS:
         try:
@@ -117,8 +119,13 @@ def sniff_delimiter(sample: str) -> str:
             continue
         if len(rows) > 1 and not sample.endswith(("\n", "\r")):
             rows = rows[:-1]  # the sample may end inside a record
-        counts = {len(r) for r in rows[:50]}
-        if len(counts) == 1 and (fields := counts.pop()) > best_fields:
+        counts = [len(r) for r in rows[:50]]
+        if not counts:
+            continue
+        fields = counts[0]
+        ragged = sum(c != fields for c in counts)
+        agreed = ragged <= max(1, len(counts) // 10) and ragged < len(counts) - 1
+        if agreed and fields > best_fields:
             best, best_fields = delimiter, fields
     return best
 

@@ -60,6 +60,20 @@ def column_cells(path: Path, fmt: CsvFormat, column: str):
             yield reader.line_num, (row[index].strip() if index < len(row) else None)
 
 
+def first_ragged_line(path: Path, fmt: CsvFormat) -> tuple[int, int] | None:
+    """(line, fields) of the first row after the header whose field count differs from the
+    header's, or None. A blank line is not a row (pyarrow skips it too)."""
+    import csv
+
+    with csv_format.open_text(path, fmt.encoding) as f:
+        reader = csv.reader(f, delimiter=fmt.delimiter)
+        next(reader, None)
+        for row in reader:
+            if row and len(row) != len(fmt.columns):
+                return reader.line_num, len(row)
+    return None
+
+
 def first_line_where(path: Path, fmt: CsvFormat, column: str, test) -> tuple[int, str] | None:
     """(line, text) of the first present cell of `column` for which `test(text)` holds."""
     na = set(fmt.na_values)

@@ -36,11 +36,13 @@ from amp_pipeline.components.data.csv_format import CsvFormat
 from amp_pipeline.components.data.csv_lines import (
     _sample_text,
     _validate_encoding,
+    first_ragged_line,
     first_text_line,
     unlabelled_rows,
 )
 from amp_pipeline.core.errors import InputError
 from amp_pipeline.core.names import sanitize_names
+from amp_pipeline.core.spelling import did_you_mean
 
 logger = logging.getLogger(__name__)
 
@@ -240,6 +242,20 @@ def _column_in_error(message: str, fmt: CsvFormat, included: list[str]) -> str |
     return included[index] if index < len(included) else None
 
 
+def _unreadable(path: Path, fmt: CsvFormat, error: Exception) -> InputError:
+    """The one-line error for a CSV file pyarrow cannot parse: the line whose field count
+    differs from the header's where that is the cause (pyarrow names the row, not the line)."""
+    ragged = first_ragged_line(path, fmt)
+    if ragged is not None:
+        line, fields = ragged
+        return InputError(
+            f"{path}: line {line} has {fields} fields where the header has "
+            f"{len(fmt.columns)} (delimiter {fmt.delimiter!r}); fix the row or quote the "
+            "cells that hold the delimiter"
+        )
+    return InputError(f"{path}: not a readable CSV file ({error})")
+
+
 def _scan(
     files: list[Path], fmt: CsvFormat, label: str, separator: str = "|"
 ) -> tuple[dict, LabelFigures, int, CsvFormat]:
@@ -273,7 +289,7 @@ def _scan(
         except pa.ArrowInvalid as e:
             name = _column_in_error(str(e), fmt, list(fmt.names))
             if name is None:
-                raise InputError(f"{files[0]}: not a readable CSV file ({e})") from None
+                raise _unreadable(path, fmt, e) from None
             value = re.search(r"invalid value '(.*)'", str(e))
             if (
                 types.get(name) == "int"
@@ -297,6 +313,7 @@ def _resolve_names(names: tuple[str, ...], fmt: CsvFormat, flag: str, where: str
         else:
             raise InputError(
                 f"{flag} {name}: no such column in {where} (columns: {', '.join(fmt.columns)})"
+                + did_you_mean(name, fmt.columns, quote=True)
             )
     return out
 
@@ -346,8 +363,8 @@ def inspect(files: list[Path], label: str, options: CsvOptions, where: str) -> d
         label_name = label
     else:
         raise InputError(
-            f"{where}: no label column {label!r} (columns: {', '.join(header)}); name it with "
-            "--label"
+            f"{where}: no label column {label!r} (columns: {', '.join(header)})"
+            f"{did_you_mean(label, header, quote=True) or ';'} name it with --label"
         )
     keep = _resolve_names(options.keep_columns, fmt, "--keep-columns", where)
     drop = _resolve_names(options.drop_columns, fmt, "--drop-columns", where)

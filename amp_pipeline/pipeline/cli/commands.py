@@ -7,7 +7,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from amp_pipeline.core import argtypes, names
+from amp_pipeline.core import argtypes, cli_help, names
 from amp_pipeline.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_REJECTED, InputError
 from amp_pipeline.pipeline.cli import flags, monitor, predict
 
@@ -17,13 +17,40 @@ def add_parsers(sub) -> None:
     _add_check_model(sub)
     _add_inspect(sub)
     _add_autotune(sub)
-    sub.add_parser("doctor", help="show the hardware and the precision recipe auto would pick")
+    cli_help.command(
+        sub,
+        "doctor",
+        "show the versions, the hardware and the precision recipe auto would pick",
+        "Prints amp-pipeline's version and the stack's (TensorFlow, TFX, Keras, MLflow), the "
+        "device it would train on, and the AMP recipe `--policy auto` picks there, with why.",
+        ["amp-pipeline doctor"],
+        (0,),
+    )
     predict.add_parser(sub)
     monitor.add_parser(sub)
 
 
 def _add_run(sub) -> None:
-    run = sub.add_parser("run", help="run the pipeline: train fp32 + AMP, gate, push")
+    run = flags.grouped(
+        cli_help.command(
+            sub,
+            "run",
+            "run the pipeline: train fp32 + AMP, gate, push",
+            "Reads --data (the embedded digits by default), validates it, trains a float32 and "
+            "an AMP twin of the same model, gates the AMP twin against the float32 one on "
+            "paired evidence (its float32 twin ships when AMP loses and it qualifies), exports "
+            "a SavedModel and TFLite, pushes what the gate passed and tracks it in MLflow.",
+            [
+                "amp-pipeline run                              # the embedded digits",
+                "amp-pipeline run --data churn.csv --label churn",
+                "amp-pipeline run --data reviews.csv --label sentiment --model bert",
+                "amp-pipeline run --data prices.csv --label price --task regression",
+                "amp-pipeline run --data ratings.csv --label rating --model dlrm",
+                "amp-pipeline run @ci.args                     # flags kept in a file",
+            ],
+            cli_help.RUN_CODES,
+        )
+    )
     flags.add_model_flags(run)
     run.add_argument(
         "--data",
@@ -89,9 +116,25 @@ def _add_run(sub) -> None:
 
 
 def _add_check_model(sub) -> None:
-    check = sub.add_parser(
-        "check-model",
-        help="AMP readiness of a model (numeric and XLA probes) without training it",
+    check = flags.grouped(
+        cli_help.command(
+            sub,
+            "check-model",
+            "AMP readiness of a model (numeric and XLA probes) without training it",
+            "Builds your model under float32 and the AMP policy, runs one real batch through "
+            "both, and names the first layer whose output differs, the layers XLA cannot "
+            "compile, and what to change. Writes readiness.json.",
+            [
+                "amp-pipeline check-model --model-module examples/custom_layer.py",
+                "amp-pipeline check-model --model-module my_model.py --data my.csv --label y",
+            ],
+            {
+                0: "ready under the policy",
+                1: "something failed",
+                2: "bad input or usage",
+                3: "findings: the report names the layers",
+            },
+        )
     )
     check.add_argument(
         "--model-module",
@@ -129,9 +172,20 @@ def _add_check_model(sub) -> None:
 
 
 def _add_inspect(sub) -> None:
-    inspect = sub.add_parser(
-        "inspect",
-        help="what the pipeline makes of --data: columns, types, missing values, exclusions",
+    inspect = flags.grouped(
+        cli_help.command(
+            sub,
+            "inspect",
+            "what the pipeline makes of --data: columns, types, missing values, exclusions",
+            "Reads --data as `run` would and prints each column's kind (numeric, categorical, "
+            "text, IDs, image), its missing values, what is left out and why, the label's "
+            "task (classification or regression) and classes. Trains nothing.",
+            [
+                "amp-pipeline inspect --data churn.csv --label churn",
+                "amp-pipeline inspect --data export/ --label y --drop-columns id",
+            ],
+            (0, 2),
+        )
     )
     inspect.add_argument("--data", help="input (default: the embedded digits)")
     inspect.add_argument("--label", default=flags.DEFAULTS.label, help="(default: %(default)s)")
@@ -145,10 +199,18 @@ def _add_inspect(sub) -> None:
 
 
 def _add_autotune(sub) -> None:
-    tune = sub.add_parser(
-        "autotune",
-        help="measure the candidate AMP recipes on the model and a real batch; the fastest "
-        "that keeps parity wins",
+    tune = flags.grouped(
+        cli_help.command(
+            sub,
+            "autotune",
+            "measure the candidate AMP recipes on the model and a real batch; the fastest "
+            "that keeps parity wins",
+            "Times every candidate recipe (policy, XLA, batch size, threads) on your model and a "
+            "real batch, keeps those whose outputs stay within parity of float32, and caches "
+            "the fastest; `run --policy autotune` then trains with it.",
+            ["amp-pipeline autotune --data churn.csv --label churn"],
+            (0, 1, 2),
+        )
     )
     tune.add_argument("--data", help="data for the probe (default: the embedded digits)")
     tune.add_argument("--label", default=flags.DEFAULTS.label, help="(default: %(default)s)")
@@ -180,7 +242,7 @@ def _add_autotune(sub) -> None:
     flags.add_csv_flags(tune)
 
 
-def error(message) -> int:
+def error(message: object) -> int:
     print(f"amp-pipeline: error: {message}", file=sys.stderr)
     return EXIT_BAD_INPUT
 
@@ -199,13 +261,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         return error(e)
     except local_runner.RunInterrupted as e:
         print(
-            f"amp-pipeline: stopped: {e}; MLflow runs ended KILLED, nothing pushed "
+            f"amp-pipeline: error: stopped: {e}; MLflow runs ended KILLED, nothing pushed "
             f"({config.output_dir / names.RUN_SUMMARY_JSON})",
             file=sys.stderr,
         )
         return e.exit_code
     except local_runner.RunFailed as e:
-        print(f"amp-pipeline: failed: {e} (log: {e.log_path})", file=sys.stderr)
+        print(f"amp-pipeline: error: failed: {e} (log: {e.log_path})", file=sys.stderr)
         return EXIT_FAILED
     print()
     print(format_table(summary))
@@ -268,7 +330,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from amp_pipeline.components.amp.precision import choose_recipe, detect_hardware
+    from amp_pipeline.core.versions import versions
 
+    print(f"versions:     {versions()}")
     recipe = choose_recipe(detect_hardware())
     hw = recipe.hardware
     print(f"device:       {hw.device}")

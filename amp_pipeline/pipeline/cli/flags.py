@@ -25,6 +25,7 @@ from amp_pipeline.components.training.options import (
     TrainOptions,
 )
 from amp_pipeline.core import argtypes
+from amp_pipeline.core.cli_help import AddsFlags, Grouped
 from amp_pipeline.pipeline.beam import BEAM_RUNNERS, BeamProfile
 from amp_pipeline.pipeline.config import (
     AUTO_PASSES,
@@ -42,6 +43,46 @@ DEFAULTS = RunConfig()
 TRAIN = TrainOptions()
 
 
+# How the pipeline commands' --help lays their flags out, group by group (the first name of
+# each flag). A flag no group names would show under "options": tests/test_cli_docs.py fails.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "data": (
+        "--data", "--label", "--task", "--image-size", "--data-root", "--keep-columns",
+        "--drop-columns", "--text-columns", "--categorical-columns", "--multi-value-columns",
+        "--closed-columns", "--missing-label", "--separator", "--vocab-size", "--max-tokens",
+        "--na-values", "--delimiter", "--encoding",
+    ),
+    "model and training": (
+        "--model", "--bert-size", "--model-module", "--train-steps", "--amp-train-steps",
+        "--batch-size", "--learning-rate", "--regression-loss", "--seed", "--seeds",
+        "--distribution", "--cpu-replicas",
+    ),
+    "AMP recipe": (
+        "--policy", "--xla", "--fp32-math", "--serving-precision", "--loss-scale-initial",
+        "--loss-scale-growth-interval", "--collapse-patience", "--autotune-budget-s",
+        "--autotune-refresh",
+    ),
+    "gate": (
+        "--accuracy-tolerance", "--error-tolerance", "--min-accuracy", "--min-gain-over-baseline",
+        "--min-speedup", "--speed-rounds", "--recall-tolerance", "--auc-tolerance",
+        "--class-metrics", "--require-amp", "--parity", "--tfma-max-examples",
+        "--serving-latency-budget-ms", "--tflite-parity-examples", "--tflite-min-agreement",
+        "--tflite-max-int8-drop",
+    ),
+    "export": ("--tflite", "--model-name"),
+    "tracking": ("--tracking-uri", "--experiment"),
+    "output and execution": (
+        "--output", "--no-cache", "--beam", "--beam-workers", "--beam-project", "--beam-region",
+        "--beam-temp-location", "--beam-job-endpoint", "--beam-environment-type",
+    ),
+}  # fmt: skip
+
+
+def grouped(parser: argparse.ArgumentParser, **extra: tuple[str, ...]) -> Grouped:
+    """`parser` with the pipeline's flag groups (and a command's own, `extra`, first)."""
+    return Grouped(parser, {**{k.replace("_", " "): v for k, v in extra.items()}, **GROUPS})
+
+
 def variants(text: str) -> tuple[str, ...]:
     if text == "none":
         return ()
@@ -55,7 +96,7 @@ def variants(text: str) -> tuple[str, ...]:
     return names
 
 
-def add_model_flags(p: argparse.ArgumentParser) -> None:
+def add_model_flags(p: AddsFlags) -> None:
     """What is trained and how it is judged: `run` and `compile`."""
     p.add_argument("--label", default=DEFAULTS.label, help="label column (default: %(default)s)")
     p.add_argument(
@@ -163,7 +204,7 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
     add_training_flags(p)
 
 
-def add_training_flags(p: argparse.ArgumentParser) -> None:
+def add_training_flags(p: AddsFlags) -> None:
     """TrainOptions' CLI fields (dest = field name)."""
     p.add_argument(
         "--train-steps",
@@ -289,7 +330,7 @@ def add_training_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_beam_flags(p: argparse.ArgumentParser) -> None:
+def add_beam_flags(p: AddsFlags) -> None:
     p.add_argument(
         "--beam",
         dest="beam_runner",
@@ -318,12 +359,12 @@ def add_beam_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def column_list(p: argparse.ArgumentParser, flag: str, help: str) -> None:  # noqa: A002
+def column_list(p: AddsFlags, flag: str, help: str) -> None:  # noqa: A002
     """A flag naming CSV columns, comma-separated (original or sanitised names)."""
     p.add_argument(flag, type=argtypes.names, default=(), metavar="LIST", help=help)
 
 
-def add_csv_flags(p: argparse.ArgumentParser) -> None:
+def add_csv_flags(p: AddsFlags) -> None:
     """How CSV inputs are read: `run`, `compile`, `check-model` and `inspect` read them alike."""
     add_csv_reading_flags(p)
     column_list(
@@ -392,7 +433,7 @@ def add_csv_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_csv_reading_flags(p: argparse.ArgumentParser) -> None:
+def add_csv_reading_flags(p: AddsFlags) -> None:
     """How a CSV file's cells are read (also `predict --csv`)."""
     p.add_argument(
         "--na-values",

@@ -8,14 +8,26 @@ import argparse
 import sys
 from pathlib import Path
 
+from amp_pipeline.core import cli_help
 from amp_pipeline.core.argtypes import positive_float
 from amp_pipeline.core.errors import EXIT_BAD_INPUT, InputError
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser(
+    p = cli_help.command(
+        sub,
         "monitor",
-        help="skew, drift and anomalies of logged requests against the run's training data",
+        "skew, drift and anomalies of logged requests against the run's training data",
+        "Reads the requests `serve --log-requests` logged, compares their features and the "
+        "served answers with the run's training data and eval answers (and with the previous "
+        "window's), and writes monitor.json, monitor.md and plots. With --labels, it also "
+        "scores the logged answers against true labels. A shadow's answers are judged too.",
+        [
+            "amp-pipeline monitor --run output --requests output/requests",
+            "amp-pipeline monitor --run output --requests output/requests --labels truth.csv "
+            "--key order_id",
+        ],
+        (0, 1, 2, 4),
     )
     p.add_argument("--run", type=Path, required=True, help="the run's output folder")
     p.add_argument(

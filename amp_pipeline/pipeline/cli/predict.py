@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from amp_pipeline.core import names
+from amp_pipeline.core import cli_help, names
 from amp_pipeline.core.argtypes import positive_float
 from amp_pipeline.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError
 from amp_pipeline.pipeline.cli import flags
@@ -23,8 +23,23 @@ from amp_pipeline.pipeline.cli import flags
 def add_parser(sub) -> None:
     from amp_pipeline.serving.cli import add_endpoint_flags
 
-    predict = sub.add_parser("predict", help="send CSV rows to a TF Serving (or local) server")
-    predict.add_argument("--model", required=True, help="served model name")
+    predict = cli_help.command(
+        sub,
+        "predict",
+        "send CSV rows to a TF Serving (or local) server",
+        "Sends the rows of a CSV, one column per raw feature as in the training data, to a "
+        "served model's raw-feature signature over gRPC or REST, and prints the answers. "
+        "--metadata prints the model's signatures instead.",
+        [
+            "amp-pipeline predict --model-name churn --csv rows.csv",
+            "amp-pipeline predict --model-name churn --csv rows.csv --protocol rest",
+            "amp-pipeline predict --model-name digits --metadata",
+        ],
+        (0, 1, 2),
+    )
+    # Required, checked by cmd_predict: argparse would not count the old spelling --model.
+    predict.add_argument("--model-name", help="the served model's name (required)")
+    cli_help.renamed(predict, "--model", "--model-name", dest="model_name")
     predict.add_argument("--csv", type=Path, help="rows to predict; a column per raw feature")
     predict.add_argument(
         "--metadata", action="store_true", help="print the model's signatures and exit"
@@ -134,19 +149,21 @@ def cmd_predict(args: argparse.Namespace) -> int:
     try:
         # The rows are checked before the server is asked: a bad path is bad input (exit 2)
         # whether or not a server is up.
+        if not args.model_name:
+            raise InputError("--model-name is required: the served model's name")
         if not args.metadata and args.csv is None:
             raise InputError("--csv is required (or --metadata)")
         if not args.metadata and not args.csv.is_file():
             raise InputError(f"--csv {args.csv}: no such file")
         if args.protocol == "grpc":
-            signatures, version = client.metadata(args.model, args.version)
+            signatures, version = client.metadata(args.model_name, args.version)
             sigs = {k: {i: t.dtype for i, t in v.inputs.items()} for k, v in signatures.items()}
         else:
-            meta = client.rest_metadata(args.model, args.version)
+            meta = client.rest_metadata(args.model_name, args.version)
             version = int(meta["model_spec"]["version"])
             sigs = _rest_signatures(meta)
         if args.metadata:
-            print(f"model {args.model} version {version}")
+            print(f"model {args.model_name} version {version}")
             for name, inputs in sorted(sigs.items()):
                 print(f"  {name}: inputs {sorted(inputs)}")
             return 0
@@ -156,7 +173,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
             args.csv, sigs[args.signature], args.encoding, args.delimiter, args.na_values
         )
         if args.protocol == "grpc":
-            out = client.predict(args.model, arrays, args.signature, args.version)
+            out = client.predict(args.model_name, arrays, args.signature, args.version)
             out = {k: v.tolist() for k, v in out.items()}
         else:
             columns = {
@@ -164,7 +181,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
                 for k, a in arrays.items()
             }
             out = client.rest_predict(
-                args.model, inputs=columns, signature=args.signature, version=args.version
+                args.model_name, inputs=columns, signature=args.signature, version=args.version
             )["outputs"]
             # A regression model's one output comes back bare, not by name.
             out = out if isinstance(out, dict) else {names.PREDICTIONS: out}
@@ -176,7 +193,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     finally:
         client.close()
-    print(f"model {args.model} version {version} ({args.protocol})")
+    print(f"model {args.model_name} version {version} ({args.protocol})")
     if names.PREDICTIONS in out:
         print("row  prediction")
         for i, value in enumerate(out[names.PREDICTIONS]):
