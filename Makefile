@@ -10,7 +10,7 @@ JAX_STAMP := $(VENV)/.installed-jax
 OUTPUT ?= output
 ARGS ?=
 
-.PHONY: run test test-fast lint install clean docs docs-cli
+.PHONY: run test test-fast lint install clean distclean docs docs-cli
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -n "$(PYTHON310)" || { echo "error: python3.10 not found (TFX 1.16 needs Python 3.10)"; exit 2; }
@@ -62,6 +62,15 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 # The environment and build outputs only: $(OUTPUT) holds the pushed models (serving/) and the
-# run history (mlflow.db), which are never deleted by make. Remove them by hand if you mean to.
+# run history (mlflow.db), which `make clean` never deletes.
 clean:
 	rm -rf $(VENV) site .mypy_cache .ruff_cache
+
+# `make clean`, and $(OUTPUT) with the pushed models and the run history: only after a typed
+# "yes" (anything else, or no terminal, deletes nothing and exits 1).
+distclean:
+	@printf 'This deletes %s: the pushed models (serving/) and the MLflow run history (mlflow.db), then the venv. Type yes to go on: ' "$(OUTPUT)"; \
+	read answer || answer=; \
+	if [ "$$answer" != yes ]; then echo "nothing deleted"; exit 1; fi
+	rm -rf $(OUTPUT)
+	$(MAKE) --no-print-directory -f $(firstword $(MAKEFILE_LIST)) clean

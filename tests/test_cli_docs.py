@@ -137,3 +137,39 @@ def test_a_label_in_the_wrong_case_is_named_with_the_column_meant(capsys):
     assert code == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "no label column 'Churn'" in line and "did you mean 'churn'?" in line
+
+
+def _make_tree(root):
+    for folder in ("out/serving/digits/1", ".venv/bin", "site", ".ruff_cache"):
+        (root / folder).mkdir(parents=True)
+    (root / "out" / "mlflow.db").write_text("runs")
+    return root
+
+
+def _make(root, target, answer=""):
+    import subprocess
+
+    return subprocess.run(
+        ["make", "-s", "-C", str(root), "-f", str(ROOT / "Makefile"), target, "OUTPUT=out"],
+        input=answer, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def test_make_clean_keeps_the_pushed_models_and_the_run_history(tmp_path):
+    root = _make_tree(tmp_path)
+    assert _make(root, "clean").returncode == 0
+    assert not (root / ".venv").exists() and not (root / "site").exists()
+    assert (root / "out" / "serving" / "digits" / "1").is_dir()
+    assert (root / "out" / "mlflow.db").read_text() == "runs"
+
+
+def test_make_distclean_deletes_them_only_after_a_typed_yes(tmp_path):
+    root = _make_tree(tmp_path)
+    refused = _make(root, "distclean", "y\n")
+    assert refused.returncode != 0 and "nothing deleted" in refused.stdout
+    assert (root / "out" / "mlflow.db").exists() and (root / ".venv").exists()
+    assert _make(root, "distclean").returncode != 0  # no answer at all: nothing either
+    assert (root / "out" / "serving").exists()
+    done = _make(root, "distclean", "yes\n")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not (root / "out").exists() and not (root / ".venv").exists()
