@@ -272,7 +272,7 @@ def cmd_bench_serving(args: argparse.Namespace) -> int:
         print(f"amp-pipeline: error: --model-dir {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except RuntimeError as e:
-        print(f"amp-pipeline: failed: {e}", file=sys.stderr)
+        print(f"amp-pipeline: error: failed: {e}", file=sys.stderr)
         return EXIT_FAILED
     paths = serving_load.write_outputs(result, args.output)
     print(paths["md"].read_text())
@@ -317,7 +317,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     try:
         result = bench.run_bench(configs, args.repeats)
     except RuntimeError as e:
-        print(f"amp-pipeline: failed: {e}", file=sys.stderr)
+        print(f"amp-pipeline: error: failed: {e}", file=sys.stderr)
         return EXIT_FAILED
     if args.max_batch_search:
         # float32 at `highest` holds the same buffers as at JAX's default: searched once.
@@ -332,7 +332,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 singles, args.memory_budget_gib, args.batch_limit, args.search_budget_s
             )
         except (RuntimeError, ValueError) as e:
-            print(f"amp-pipeline: failed: {e}", file=sys.stderr)
+            print(f"amp-pipeline: error: failed: {e}", file=sys.stderr)
             return EXIT_FAILED
         result["max_batch"] = {"searches": found, "ratios": bench.batch_ratios(found)}
     result["machine"] = bench.machine()
