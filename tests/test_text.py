@@ -3,6 +3,7 @@ check finds text columns, and the BERT-style encoder's mixed-precision hazards."
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -404,6 +405,63 @@ def test_mlp_reads_text_as_the_mean_of_its_token_embeddings_ids_exact_under_bflo
     ]
 
 
+def test_word_pairs_are_hashed_after_the_words_and_padding_pairs_are_padding():
+    """HashedBigrams against the formula in plain Python: offset + (a * ids + b) mod buckets for
+    neighbours a, b; 0 where either is padding. int32 throughout: ids the largest vocabulary
+    can reach do not overflow, and a larger vocabulary is refused."""
+    from amp_pipeline.components.models.layers import HashedBigrams
+
+    ids, buckets = 46_000, 2**17
+    layer = HashedBigrams(ids, buckets, ids)
+    tokens = np.array([[5, 45_999, 45_998, 7, 0, 0], [0, 3, 4, 0, 0, 0]], np.int32)
+    pairs = [zip(row[:-1], row[1:], strict=True) for row in tokens.tolist()]
+    expected = [[ids + (a * ids + b) % buckets if a and b else 0 for a, b in p] for p in pairs]
+    assert np.asarray(layer(tokens)).tolist() == expected
+    assert expected[1] == [0, ids + (3 * ids + 4) % buckets, 0, 0, 0]
+    with pytest.raises(ValueError, match="at most 46,000 token ids"):
+        HashedBigrams(46_341, buckets, 46_341)
+
+
+def test_the_ngrams_model_bags_words_and_pairs_in_one_float32_table_under_bfloat16():
+    import keras
+
+    from amp_pipeline.components.models.builtin import NGRAM_BUCKETS, build_from_spec
+
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        model = build_from_spec("ngrams", _text_spec())
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert model.name == "ngrams"
+    table = model.get_layer("post_embedding")
+    assert table.input_dim == 5002 + NGRAM_BUCKETS and table.embeddings.dtype == "float32"
+    x = np.array([[0.5, -1.0, 4999, 257, 0, 0]], np.float32)
+    bag = keras.Model(model.input, model.get_layer("post_ngrams").output)
+    pair = 5002 + (4999 * 5002 + 257) % NGRAM_BUCKETS
+    assert np.asarray(bag(x)).tolist() == [[4999, 257, 0, 0, pair, 0, 0]]
+    pooled = keras.Model(model.input, model.get_layer("post_mean").output)
+    rows = np.asarray(table.embeddings)[[4999, 257, pair]]
+    np.testing.assert_allclose(np.asarray(pooled(x))[0], rows.mean(axis=0), atol=1e-2)
+    with pytest.raises(ValueError, match="'ngrams' is a bag of a text's words"):
+        build_from_spec("ngrams", dataclasses.replace(_text_spec(), text_features=()))
+
+
+def test_the_ngrams_model_trains_ten_passes_by_default_and_says_so():
+    from amp_pipeline.core.data_spec import DataSpec
+    from amp_pipeline.pipeline.config import RunConfig, steps_text, with_data_steps
+
+    data = DataSpec(
+        source="t.csv", format="csv", input_base=".", input_pattern="t.csv", label="label",
+        label_kind="string", classes=("neg", "pos"), numeric_features=(), rows=4_000,
+        text_features=("post",),
+    )  # fmt: skip
+    auto = with_data_steps(RunConfig(auto_train_steps=True), data)
+    assert auto.train.train_steps == 500  # ceil(10 * 3,200 / 64)
+    assert "10 passes over about 3,200 train rows at batch 64" in steps_text(auto, data)
+    mlp = with_data_steps(RunConfig(auto_train_steps=True, model="mlp"), data)
+    assert mlp.train.train_steps == 300  # 2 passes take 100: the floor
+
+
 @pytest.mark.parametrize("name", ["transformer", "cnn"])
 def test_models_that_read_numbers_refuse_id_features_naming_the_model(name):
     from amp_pipeline.components.models.builtin import build_from_spec
@@ -429,13 +487,44 @@ def test_auto_picks_the_text_model_by_the_labelled_rows_and_says_why():
         text_features=("post",),
     )  # fmt: skip
     auto = RunConfig()
-    assert model_for(auto, data) == "mlp" and "fastText's bag of embeddings" in model_reason(
-        auto, data
-    )
+    assert model_for(auto, data) == "ngrams"
+    assert "a bag of words and word pairs" in model_reason(auto, data)
     big = dataclasses.replace(data, rows=TEXT_ENCODER_MIN_ROWS + 100, unlabelled_rows=50)
     assert model_for(auto, big) == "bert" and "BERT-style encoder" in model_reason(auto, big)
     # Unlabelled rows do not count: 5,050 rows of which 100 have no label is under 5,000.
     short = dataclasses.replace(big, unlabelled_rows=100 + 50 + 1)
-    assert model_for(auto, short) == "mlp"
+    assert model_for(auto, short) == "ngrams"
     assert model_reason(RunConfig(model="bert"), data) is None
     assert model_for(RunConfig(model="bert"), data) == "bert"
+
+
+def _write_split(folder: Path, rows: list[dict[str, str]]) -> None:
+    import tensorflow as tf
+
+    from tests.helpers import tf_example
+
+    folder.mkdir(parents=True)
+    with tf.io.TFRecordWriter(str(folder / "data.gz"), "GZIP") as w:
+        for r in rows:
+            w.write(tf_example(**r))
+
+
+def test_the_text_baseline_scores_tfidf_on_the_runs_own_raw_split(tmp_path):
+    """TF-IDF + logistic regression on ExampleGen's raw train split, scored on its eval split;
+    an example without a label is not counted, a missing text is an empty one."""
+    from amp_pipeline.pipeline.text_baseline import baseline_line, text_baseline
+
+    rows = text_rows(400, seed=4, extra=False)
+    _write_split(tmp_path / "Split-train", rows[:320])
+    _write_split(tmp_path / "Split-eval", [*rows[320:], {"post": "good", "label": None}])
+    base = text_baseline(tmp_path, ["post"], "label")
+    assert base["train_examples"] == 320 and base["eval_examples"] == 80 and not base["cut"]
+    assert base["accuracy"] > 0.8  # the sentiment words decide the label
+    summary = {"text_baseline": base, "shipped_precision": "amp", "amp": {"accuracy": 0.9}}
+    line = baseline_line(summary)
+    assert line.startswith("TF-IDF of words and word pairs + logistic regression (scikit-learn)")
+    assert f"accuracy {base['accuracy']:.4f} on the same 80 eval examples" in line
+    assert f"{0.9 - base['accuracy']:+.4f} for the AMP twin (0.9000)" in line
+    assert baseline_line({"text_baseline": {"error": "ValueError: x"}}).endswith(
+        "not computed (ValueError: x)"
+    )

@@ -38,6 +38,13 @@ def test_a_text_csv_trains_bert_under_amp_and_is_gated(text_run):
     assert "model bert" in result.stdout and "column 'post' is text" in result.stdout
     assert "no int8 TFLite variant for a text model" in result.stdout
     assert summary["amp"]["accuracy"] > 0.8  # the sentiment words decide the label
+    # What a simple model reaches on the same split, beside the twins: TF-IDF + LR.
+    base = summary["text_baseline"]
+    rules = json.loads((out / "decision.json").read_text())["rules"]
+    (parity,) = [r for r in rules if r["name"] == "accuracy_parity"]
+    assert base["accuracy"] > 0.8 and base["eval_examples"] == parity["n"]
+    assert "  baseline     TF-IDF of words and word pairs + logistic regression" in result.stdout
+    assert "- Text baseline, TF-IDF" in (out / "report.md").read_text()
     decision = json.loads((out / "decision.json").read_text())
     (rule,) = [r for r in decision["rules"] if r["name"] == "tflite_tokenizer"]
     # The tokenizer and every variant read the stated sample: the first 100 eval examples.
@@ -55,6 +62,7 @@ def test_a_text_csv_trains_bert_under_amp_and_is_gated(text_run):
 
     client = MlflowClient(summary["mlflow"]["tracking_uri"])
     parent = client.get_run(summary["mlflow"]["run_id"])
+    assert parent.data.metrics["text_baseline_accuracy"] == pytest.approx(base["accuracy"])
     (export,) = client.search_runs(
         [parent.info.experiment_id],
         f"tags.mlflow.parentRunId = '{parent.info.run_id}' and tags.mlflow.runName = 'export'",

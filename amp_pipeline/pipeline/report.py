@@ -6,6 +6,7 @@ from pathlib import Path
 
 from amp_pipeline.core import names
 from amp_pipeline.core.fmt import number
+from amp_pipeline.pipeline.text_baseline import baseline_line
 
 
 def _plt():
@@ -418,6 +419,7 @@ def write_report(summary: dict, fp32: dict, amp: dict, out_dir: Path) -> dict[st
         f"{summary['fp32']['memory_method']})",
         quality_line(summary),
         *reference_lines(summary),
+        *([f"- Text baseline, {line}"] if (line := baseline_line(summary)) else []),
         f"- Gate: {gate.get('headline') or ('passed' if gate['passed'] else 'failed')}",
         f"- Shipped: {summary.get('shipped_precision', 'amp')} twin"
         if summary.get("shipped_precision", "amp") != "none"

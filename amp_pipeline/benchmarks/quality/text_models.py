@@ -2,11 +2,12 @@
 model at what size?
 
 For each size in `--sizes`, a seeded random sample of that many rows of the CSV (the label and
-the text column only) goes through `amp-pipeline run` once per model in `--models` (`mlp`: the
-mean of the token embeddings, fastText's model; `bert`: the BERT-style encoder, `--bert-size
-tiny`), everything else at its default but `--tflite none --speed-rounds 0`. On the same split
-(the run's own ExampleGen train and eval examples), TF-IDF (words, 1-2 grams) with logistic
-regression is the reference. Per run: the float32 twin's eval accuracy, the wall time and the
+the text column only) goes through `amp-pipeline run` once per model in `--models` (`ngrams`: the
+mean of the embeddings of the words and word pairs; `mlp`: of the words only, fastText's model;
+`bert`: the BERT-style encoder, `--bert-size tiny`), everything else at its default but
+`--tflite none --speed-rounds 0`. On the same split (the run's own ExampleGen train and eval
+examples), the run's own TF-IDF + logistic regression (pipeline/text_baseline.py) is the
+reference. Per run: the float32 twin's eval accuracy, the wall time and the
 exit code. Writes bench/text_models/text_models.{json,md}; `--model auto`'s size rule
 (pipeline/config.py::TEXT_ENCODER_MIN_ROWS) and the figures quoted in RESULTS.md come from it.
 """
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import glob
 import json
 import shutil
 import subprocess
@@ -41,34 +41,13 @@ def sample_csv(data: str, label: str, text: str, n: int, out: Path, seed: int = 
     return out
 
 
-def split_rows(out: Path, split: str, label: str, text: str) -> tuple[list[str], list[str]]:
-    """The raw (texts, labels) of one split of a run's CsvExampleGen output."""
-    import tensorflow as tf
-
-    files = sorted(glob.glob(str(out / "**" / "CsvExampleGen" / "examples" / "*" / split / "*"),
-                             recursive=True))  # fmt: skip
-    texts, labels = [], []
-    for record in tf.data.TFRecordDataset(files, compression_type="GZIP").as_numpy_iterator():
-        feature = tf.train.Example.FromString(record).features.feature
-        texts.append(b"".join(feature[text].bytes_list.value).decode("utf-8"))
-        value = feature[label]
-        labels.append(
-            value.bytes_list.value[0].decode() if value.bytes_list.value
-            else str(value.int64_list.value[0])
-        )  # fmt: skip
-    return texts, labels
-
-
 def tfidf_accuracy(out: Path, label: str, text: str) -> float:
-    from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.linear_model import LogisticRegression
+    """The run's own TF-IDF + logistic regression figure (pipeline/text_baseline.py), on its
+    split: the same one the run reports."""
+    from amp_pipeline.pipeline.text_baseline import text_baseline
 
-    train_x, train_y = split_rows(out, "Split-train", label, text)
-    eval_x, eval_y = split_rows(out, "Split-eval", label, text)
-    vectorizer = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)
-    model = LogisticRegression(max_iter=2000, C=4.0)
-    model.fit(vectorizer.fit_transform(train_x), train_y)
-    return float(np.mean(model.predict(vectorizer.transform(eval_x)) == np.array(eval_y)))
+    (examples,) = [p for p in (out / "tfx" / "CsvExampleGen" / "examples").iterdir()]
+    return float(text_baseline(examples, [text], label)["accuracy"])
 
 
 def run_model(data: Path, label: str, model: str, out: Path) -> dict:
@@ -105,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--label", required=True)
     p.add_argument("--text", required=True)
     p.add_argument("--sizes", default="1000,4000,16000")
-    p.add_argument("--models", default="mlp,bert")
+    p.add_argument("--models", default="ngrams,bert")
     p.add_argument("--out", default="bench/text_models")
     args = p.parse_args(argv)
     out = ROOT / args.out

@@ -17,6 +17,7 @@ from amp_pipeline.components.models.layers import (
     DotInteraction,
     Float32LayerNorm,
     Float32SoftmaxAttention,
+    HashedBigrams,
     KeyPaddingMask,
     MaskedMeanPool,
     PositionEmbedding,
@@ -24,7 +25,10 @@ from amp_pipeline.components.models.layers import (
 )
 from amp_pipeline.core.names import BERT_SIZE_NAMES, PREDICTIONS, PROBABILITIES
 
-MODEL_NAMES = ("bert", "cnn", "dlrm", "mlp", "resnet50", "transformer")
+MODEL_NAMES = ("bert", "cnn", "dlrm", "mlp", "ngrams", "resnet50", "transformer")
+# The `ngrams` model's hashed word-pair ids, after the words' (HashedBigrams): 2**17 rows of 64
+# float32 = 32 MiB of table. benchmarks/RESULTS.md ("Text on small data") has the measurement.
+NGRAM_BUCKETS = 2**17
 
 
 # (layers, hidden width, attention heads); base is BERT-base's shape.
@@ -124,9 +128,12 @@ def build_mlp(
     bags: tuple = (),
     text_slices: tuple = (),
     vocab_size: int = 0,
+    bigram_buckets: int = 0,
+    model_name: str = "mlp",
 ) -> keras.Model:
     """A two-hidden-layer MLP for tabular data; categorical and multi-valued features (name,
-    start, stop, size) are embedded first.
+    start, stop, size) are embedded first. `ngrams` is this model with `bigram_buckets`: a
+    text's word pairs join its words in the bag (HashedBigrams).
 
     The output layer also reads, beside the hidden layers' output (a wide and deep model):
     - a text feature (name, start, stop) as fastText's text model (Joulin et al. 2016): the
@@ -141,7 +148,12 @@ def build_mlp(
     wide = []
     for name, start, stop in text_slices:
         ids = TokenIds(start, stop, name=f"{name}_ids")(inputs)
-        vectors = keras.layers.Embedding(vocab_size + 2, 64, name=f"{name}_embedding")(ids)
+        rows = vocab_size + 2
+        if bigram_buckets:  # the word pairs' ids follow the words' in one table
+            pairs = HashedBigrams(rows, bigram_buckets, rows, name=f"{name}_bigrams")(ids)
+            ids = keras.layers.Concatenate(name=f"{name}_ngrams", dtype="int32")([ids, pairs])
+            rows += bigram_buckets
+        vectors = keras.layers.Embedding(rows, 64, name=f"{name}_embedding")(ids)
         wide.append(MaskedMeanPool(name=f"{name}_mean")(vectors, ids))
     for name, start, stop, size in categorical:
         ids = TokenIds(start, stop, name=f"{name}_bias_id")(inputs)
@@ -161,7 +173,7 @@ def build_mlp(
         if len(parts) == 1
         else keras.layers.Concatenate(dtype="float32", name="wide_and_deep")(parts)
     )
-    return keras.Model(inputs, _head(x, num_classes), name="mlp")
+    return keras.Model(inputs, _head(x, num_classes), name=model_name)
 
 
 def build_resnet50(
@@ -367,12 +379,12 @@ def build_from_spec(name: str, spec, **options) -> keras.Model:
             f"{', '.join(ids)} hold ids (categories, values or tokens); use 'mlp' (ids through "
             f"embeddings), 'bert' for text or 'dlrm' for IDs. Received: model={name!r}"
         )
-    if name in ("mlp", "bert", "dlrm"):
+    if name in ("mlp", "ngrams", "bert", "dlrm"):
         if spec.categorical_features:
             options = {"categorical": categorical_slices(spec), **options}
         if spec.bag_features:
             options = {"bags": bag_slices(spec), **options}
-    if name in ("bert", "mlp") and spec.text_features:
+    if name in ("bert", "mlp", "ngrams") and spec.text_features:
         text = set(spec.text_features)
         slices = tuple(s for s in spec.feature_slices if s[0] in text)
         options = {"text_slices": slices, "vocab_size": spec.vocab_size, **options}
@@ -389,8 +401,8 @@ def build_model(
     """Builds `name` under the current global dtype policy.
 
     `options`: `resolution` for resnet50; `seq_len`, `depth`, `width`, `heads` for transformer;
-    `text_slices`, `vocab_size` for bert (and `size`) and mlp; `categorical` for mlp, bert and
-    dlrm (and `dim` for dlrm).
+    `text_slices`, `vocab_size` for bert (and `size`), mlp and ngrams (and `bigram_buckets`);
+    `categorical` for mlp, ngrams, bert and dlrm (and `dim` for dlrm).
     """
     if name in ("cnn", "resnet50") and image_shape is None:
         raise ValueError(
@@ -408,6 +420,15 @@ def build_model(
         return build_cnn(input_dim, image_shape, num_classes)
     if name == "mlp":
         return build_mlp(input_dim, num_classes, **options)
+    if name == "ngrams":
+        if not options.get("text_slices"):
+            raise ValueError(
+                "Invalid value for argument model: 'ngrams' is a bag of a text's words and word "
+                "pairs and needs a text feature (a string column of multi-word values, or "
+                "--text-columns); use 'mlp' for tabular data. Received: model='ngrams'"
+            )
+        options = {"bigram_buckets": NGRAM_BUCKETS, **options}
+        return build_mlp(input_dim, num_classes, model_name="ngrams", **options)
     if name == "dlrm":
         return build_dlrm(input_dim, num_classes, **options)
     raise ValueError(

@@ -1,6 +1,7 @@
 """The custom Keras layers the built-in models use: token ids and column slices out of the feature
 vector, the key padding mask, position embeddings, the float32 layer norm and float32-softmax
-attention that keep mixed precision stable, masked mean pooling and DLRM's dot interaction."""
+attention that keep mixed precision stable, masked mean pooling, hashed word pairs and DLRM's dot
+interaction."""
 
 from __future__ import annotations
 
@@ -127,6 +128,43 @@ class MaskedMeanPool(keras.layers.Layer):
         mask = keras.ops.expand_dims(keras.ops.cast(keras.ops.not_equal(ids, 0), "float32"), -1)
         total = keras.ops.sum(keras.ops.cast(x, "float32") * mask, axis=1)
         return total / keras.ops.maximum(keras.ops.sum(mask, axis=1), 1.0)
+
+
+@keras.saving.register_keras_serializable(package="amp_pipeline")
+class HashedBigrams(keras.layers.Layer):
+    """The ids of a text's word pairs, from its token ids: neighbours (a, b) get the id
+    `offset + (a * ids + b) mod buckets`, where `ids` is the number of token ids (padding,
+    the vocabulary, out-of-vocabulary) and `offset` the first id after them; a pair with
+    padding in it gets 0 (padding). Computed in the model from the ids the tokenizer gives, so
+    a device app builds nothing new: the same token ids feed the TFLite model. int32 all the
+    way: `ids` squared must stay under 2**31 (a vocabulary of up to 46,000 tokens)."""
+
+    def __init__(self, ids: int, buckets: int, offset: int, **kwargs):
+        if ids * ids >= 2**31:
+            raise ValueError(
+                f"Invalid value for argument vocab_size: word pairs are hashed in int32, so at "
+                f"most 46,000 token ids. Received: {ids} ids"
+            )
+        kwargs["dtype"] = "float32"
+        super().__init__(**kwargs)
+        self.ids, self.buckets, self.offset = ids, buckets, offset
+
+    def call(self, tokens):
+        first, second = tokens[:, :-1], tokens[:, 1:]
+        pair = keras.ops.mod(first * self.ids + second, self.buckets) + self.offset
+        both = keras.ops.logical_and(keras.ops.not_equal(first, 0), keras.ops.not_equal(second, 0))
+        return keras.ops.where(both, pair, keras.ops.zeros_like(pair))
+
+    def compute_output_spec(self, tokens):
+        return keras.KerasTensor((tokens.shape[0], tokens.shape[1] - 1), dtype="int32")
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "ids": self.ids,
+            "buckets": self.buckets,
+            "offset": self.offset,
+        }
 
 
 @keras.saving.register_keras_serializable(package="amp_pipeline")

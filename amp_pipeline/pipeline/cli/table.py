@@ -7,6 +7,7 @@ from __future__ import annotations
 from amp_pipeline.components.speed import record as speed_record
 from amp_pipeline.core.fmt import number
 from amp_pipeline.pipeline.report import parity_sample, reference_figures
+from amp_pipeline.pipeline.text_baseline import baseline_line
 
 
 def speed_lines(summary: dict) -> list[str]:
@@ -202,6 +203,8 @@ def format_table(summary: dict) -> str:
     if summary.get("xla_fallback"):
         lines.append(f"  xla          fell back to off: {summary['xla_fallback']}")
     lines += reference_line(summary)
+    if line := baseline_line(summary):
+        lines.append(f"  baseline     {line}")
     for name, c in (summary.get("categories") or {}).items():
         if c.get("capped"):
             lines.append(

@@ -432,6 +432,7 @@ class RunTracker:
                     for k, v in (summary[twin].get("metrics") or {}).items()
                 },
                 "mae_change": summary.get("mae_change"),
+                "text_baseline_accuracy": (summary.get("text_baseline") or {}).get("accuracy"),
                 "fp32_examples_per_sec": summary["fp32"]["examples_per_sec"],
                 "amp_examples_per_sec": summary["amp"]["examples_per_sec"],
                 "fp32_peak_memory_mb": summary["fp32"]["peak_memory_mb"],
