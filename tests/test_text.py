@@ -512,7 +512,7 @@ def _write_split(folder: Path, rows: list[dict[str, str]]) -> None:
 def test_the_text_baseline_scores_tfidf_on_the_runs_own_raw_split(tmp_path):
     """TF-IDF + logistic regression on ExampleGen's raw train split, scored on its eval split;
     an example without a label is not counted, a missing text is an empty one."""
-    from amp_pipeline.pipeline.text_baseline import baseline_line, text_baseline
+    from amp_pipeline.components.gate.text_baseline import baseline_line, text_baseline
 
     rows = text_rows(400, seed=4, extra=False)
     _write_split(tmp_path / "Split-train", rows[:320])

@@ -250,7 +250,9 @@ def _run_locked(config: RunConfig) -> dict:
             )
             result["recipe_probe"] = probe
             if data.text_features and data.task != "regression":
-                result["text_baseline"] = _text_baseline(outputs.outputs, data, progress)
+                from amp_pipeline.components.gate.text_baseline import for_run
+
+                result["text_baseline"] = for_run(outputs.outputs, data, progress.timings)
             result["timings_s"] = dict(progress.timings)
             result["driver_peak_rss_mb"] = peak_rss_mb()
             result["driver_peak_rss_mb_by_component"] = {
@@ -466,21 +468,6 @@ def run_pipeline(pipeline, metadata_path: Path):
     )
     LocalDagRunner().run_with_ir(ir)
     return read_run(metadata_path, pipeline.pipeline_info.pipeline_name, run_id)
-
-
-def _text_baseline(outputs: dict, data, progress) -> dict:
-    """TF-IDF + logistic regression on the run's own raw split (pipeline/text_baseline.py); a
-    figure, so a failure is recorded, not raised."""
-    from amp_pipeline.pipeline.text_baseline import text_baseline
-
-    examples = next(v["examples"] for k, v in outputs.items() if k.endswith("ExampleGen"))
-    try:
-        base = text_baseline(Path(examples.uri), list(data.text_features), data.label)
-    except Exception as e:  # noqa: BLE001  # the yardstick must not fail a finished run
-        logger.warning("Text baseline not computed: %s", e)
-        return {"error": f"{type(e).__name__}: {e}"}
-    progress.timings["TextBaseline"] = base["seconds"]
-    return base
 
 
 def peak_rss_mb() -> float:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from amp_pipeline.components.gate.text_baseline import baseline_line
 from amp_pipeline.core import names
 from amp_pipeline.core.fmt import number
-from amp_pipeline.pipeline.text_baseline import baseline_line
 
 
 def _plt():

@@ -1,7 +1,7 @@
 """TF-IDF + logistic regression (scikit-learn) on a finished text run's own split, beside the
 twins' eval accuracy: `python -m amp_pipeline.benchmarks.quality.text_baseline OUTPUT_FOLDER`.
 
-Every text classification run computes the same figure itself (pipeline/text_baseline.py, in
+Every text classification run computes the same figure itself (components/gate/text_baseline.py, in
 its report and summary); this recomputes it for a run folder, and prints it with the run's.
 """
 
@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from amp_pipeline.pipeline.text_baseline import text_baseline
+from amp_pipeline.components.gate.text_baseline import text_baseline
 
 
 def _latest(folder: Path) -> Path:

@@ -6,7 +6,7 @@ the text column only) goes through `amp-pipeline run` once per model in `--model
 mean of the embeddings of the words and word pairs; `mlp`: of the words only, fastText's model;
 `bert`: the BERT-style encoder, `--bert-size tiny`), everything else at its default but
 `--tflite none --speed-rounds 0`. On the same split (the run's own ExampleGen train and eval
-examples), the run's own TF-IDF + logistic regression (pipeline/text_baseline.py) is the
+examples), the run's own TF-IDF + logistic regression (components/gate/text_baseline.py) is the
 reference. Per run: the float32 twin's eval accuracy, the wall time and the
 exit code. Writes bench/text_models/text_models.{json,md}; `--model auto`'s size rule
 (pipeline/config.py::TEXT_ENCODER_MIN_ROWS) and the figures quoted in RESULTS.md come from it.
@@ -42,9 +42,9 @@ def sample_csv(data: str, label: str, text: str, n: int, out: Path, seed: int = 
 
 
 def tfidf_accuracy(out: Path, label: str, text: str) -> float:
-    """The run's own TF-IDF + logistic regression figure (pipeline/text_baseline.py), on its
+    """The run's own TF-IDF + logistic regression figure (components/gate/text_baseline.py), on its
     split: the same one the run reports."""
-    from amp_pipeline.pipeline.text_baseline import text_baseline
+    from amp_pipeline.components.gate.text_baseline import text_baseline
 
     (examples,) = [p for p in (out / "tfx" / "CsvExampleGen" / "examples").iterdir()]
     return float(text_baseline(examples, [text], label)["accuracy"])

@@ -4,10 +4,10 @@ reads is pipeline/summary.py's)."""
 
 from __future__ import annotations
 
+from amp_pipeline.components.gate.text_baseline import baseline_line
 from amp_pipeline.components.speed import record as speed_record
 from amp_pipeline.core.fmt import number
 from amp_pipeline.pipeline.report import parity_sample, reference_figures
-from amp_pipeline.pipeline.text_baseline import baseline_line
 
 
 def speed_lines(summary: dict) -> list[str]:

@@ -5,8 +5,12 @@ report, the run table, MLflow), not a gate rule: the text counterpart of `beats_
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
 
 # Past these, the baseline reads a prefix of each split (it says so): it is a yardstick, and a
 # million documents would cost the run minutes of scikit-learn.
@@ -71,6 +75,19 @@ def text_baseline(examples: Path, features: list[str], label: str) -> dict:
         "detail": DETAIL,
         "seconds": round(time.perf_counter() - started, 1),
     }
+
+
+def for_run(outputs: dict[str, Any], data: Any, timings: dict[str, float]) -> dict:
+    """The baseline of a finished run (its ExampleGen's examples, its DataSpec), timed into
+    `timings`; a failure is recorded, not raised: the yardstick must not fail a finished run."""
+    examples = next(v["examples"] for k, v in outputs.items() if k.endswith("ExampleGen"))
+    try:
+        base = text_baseline(Path(examples.uri), list(data.text_features), data.label)
+    except Exception as e:  # noqa: BLE001  # any failure of the yardstick is only recorded
+        logger.warning("Text baseline not computed: %s", e)
+        return {"error": f"{type(e).__name__}: {e}"}
+    timings["TextBaseline"] = base["seconds"]
+    return base
 
 
 def baseline_line(summary: dict) -> str | None:
