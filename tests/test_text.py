@@ -491,7 +491,7 @@ def test_auto_picks_the_text_model_by_the_labelled_rows_and_says_why():
     assert "a bag of words and word pairs" in model_reason(auto, data)
     big = dataclasses.replace(data, rows=TEXT_ENCODER_MIN_ROWS + 100, unlabelled_rows=50)
     assert model_for(auto, big) == "bert" and "BERT-style encoder" in model_reason(auto, big)
-    # Unlabelled rows do not count: 5,050 rows of which 100 have no label is under 5,000.
+    # Unlabelled rows do not count: 10,050 rows of which 100 have no label is under 10,000.
     short = dataclasses.replace(big, unlabelled_rows=100 + 50 + 1)
     assert model_for(auto, short) == "ngrams"
     assert model_reason(RunConfig(model="bert"), data) is None

@@ -233,12 +233,12 @@ def steps_text(config: RunConfig, data: DataSpec) -> str:
     return f"{steps:,} training steps: {why} (--train-steps sets it)"
 
 
-# `--model auto` on text: the BERT-style encoder from this many labelled rows, fastText's bag of
-# embeddings (the mlp) below. Measured on public tweets (benchmarks/RESULTS.md, "Text models by
-# size"): at 1,000 rows the mlp led by 4.4 points; at 4,000 it led by 1.9 on one label and
-# trailed by 4.0 on another (both within 2.3 points of TF-IDF + logistic regression, the BERT
-# encoder 4.1 points short on the first); at 8,614 the encoder led by 0.7 and at 19,332 by 8.5.
-TEXT_ENCODER_MIN_ROWS = 5_000
+# `--model auto` on text: the BERT-style encoder from this many labelled rows, the bag of words
+# and word pairs (ngrams) below. Measured on public reviews and tweets (benchmarks/RESULTS.md,
+# "Text on small data"): ngrams led the encoder by 5.8 points on 2,000 reviews, 5.2 on 5,000
+# reviews and 1.9 on 8,614 tweets, and trailed it by 5.2 on 1,000 tweets and 0.9 on 4,000;
+# on 19,332 tweets of three classes the encoder led fastText's words-only bag by 8.5.
+TEXT_ENCODER_MIN_ROWS = 10_000
 
 
 def model_for(config: RunConfig, data: DataSpec) -> str:

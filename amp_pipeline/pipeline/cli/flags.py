@@ -103,8 +103,9 @@ def add_model_flags(p: AddsFlags) -> None:
         "--model",
         choices=MODELS,
         default=DEFAULTS.model,
-        help="bert for text, cnn for images, mlp for tabular, dlrm for IDs (a DLRM-style "
-        "recommender); auto picks (default: %(default)s)",
+        help="ngrams (a bag of words and word pairs) or bert for text, cnn for images, mlp "
+        "for tabular, dlrm for IDs (a DLRM-style recommender); auto picks (default: "
+        "%(default)s)",
     )
     p.add_argument(
         "--bert-size",
