@@ -254,7 +254,7 @@ def predict_over_both_protocols(
         return {
             protocol: run_cli(
                 "predict",
-                "--model",
+                "--model-name",
                 model,
                 "--csv",
                 str(request),

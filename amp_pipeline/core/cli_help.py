@@ -89,7 +89,7 @@ class Grouped:
 
 
 class _Renamed(argparse.Action):
-    """An old spelling of a flag: stores into the new flag's destination and warns once."""
+    """An old spelling of a flag: stores into the new flag's destination, with a warning."""
 
     def __init__(self, option_strings: list[str], dest: str, new: str = "", **kwargs: Any):
         self.new = new
