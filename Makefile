@@ -35,7 +35,7 @@ run: $(STAMP)
 # Three workers on two cores, a test file each at a time (a file's module fixtures, such as a
 # shared pipeline run, stay in one worker): a pipeline run waits on servers, child processes
 # and one-threaded imports, and a third file fills those gaps. Measured on a 2-core Xeon,
-# 548 tests: 1,369 s of pytest with two workers, 1,248 s with three.
+# 548 tests: 1,369 s of pytest with two workers; 1,248 s and 1,354 s in two runs with three.
 test: $(JAX_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
