@@ -4,6 +4,8 @@ every pass is a fresh permutation (components/training/datasets.py: shuffled_spl
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -141,3 +143,51 @@ def test_the_reference_sample_of_a_streamed_sorted_split_is_uniform(sorted_split
     shares = np.bincount(y, minlength=CLASSES) / len(y)
     assert np.all(np.abs(shares - np.bincount(labels) / len(labels)) < 0.02), shares
     assert np.bincount(labels[: len(y)], minlength=CLASSES)[-1] == 0  # what the first rows hold
+
+
+def test_both_twins_read_one_shuffled_copy_which_the_run_removes(sorted_split, tmp_path):
+    """A streamed split laid out as Transform writes it (<artifact>/Split-train/): the first
+    twin makes the copy beside Split-train, the second (another model_run_dir, another
+    process: the cache cleared) reads the same parts without writing them again."""
+    import dataclasses
+    import shutil
+
+    spec, _, labels = sorted_split
+    split = tmp_path / "Transform" / "transformed_examples" / "7" / "Split-train"
+    split.mkdir(parents=True)
+    for f in tf.io.gfile.glob(spec.train_files[0]):
+        shutil.copy(f, split)
+    twins = [
+        dataclasses.replace(
+            spec, train_files=(str(split / "*.gz"),), model_run_dir=str(tmp_path / name)
+        )
+        for name in ("amp", "fp32")
+    ]
+    datasets._shuffled_copy.cache_clear()
+    first = datasets.shuffled_train_files(twins[0])
+    written = {p: Path(p).stat().st_mtime_ns for p in first}
+    datasets._shuffled_copy.cache_clear()
+    second = datasets.shuffled_train_files(twins[1])
+    assert second == first
+    assert {p: Path(p).stat().st_mtime_ns for p in second} == written  # not written again
+    assert all(Path(p).parent.parent.name == datasets.SHARED_SHUFFLE_DIR for p in first)
+    assert not (tmp_path / "amp" / "train_shuffled").exists()
+    count = sum(1 for _ in tf.data.TFRecordDataset(list(first)))
+    assert count == len(labels)
+    removed = datasets.remove_shared_shuffles(str(tmp_path))
+    assert removed and not any(Path(p).exists() for p in first)
+    datasets._shuffled_copy.cache_clear()
+
+
+def test_the_eval_split_read_into_memory_gives_the_streamed_batches(sorted_split):
+    import dataclasses
+
+    spec, _, _ = sorted_split
+    spec = dataclasses.replace(spec, eval_files=spec.train_files, batch_size=500)
+    streamed = datasets.make_dataset(spec.eval_files, spec.transform_output, 500, 0, False)
+    in_memory = datasets.eval_dataset(spec)
+    pairs = list(zip(in_memory.as_numpy_iterator(), streamed.as_numpy_iterator(), strict=True))
+    assert len(pairs) == ROWS // 500 + (ROWS % 500 > 0)
+    for (mx, my), (sx, sy) in pairs:
+        np.testing.assert_array_equal(mx, sx)
+        np.testing.assert_array_equal(my, sy)

@@ -54,6 +54,10 @@ class DataSpec:
             over every row the input check read: Transform standardises the label with them
             and the serving signatures answer in the label's units.
         label_range: a regression label's smallest and largest value.
+        spans: for `--data` with `{SPAN}` (components/data/spans.py), the spans read:
+            {"spans": [numbers, oldest first], "versions", "available": [every span found],
+            "resolved": [each span's pattern], "fingerprint": of the earlier spans' files};
+            else empty. `input_pattern` then keeps the placeholders.
     """
 
     source: str
@@ -87,6 +91,7 @@ class DataSpec:
     label_mean: float = 0.0
     label_std: float = 1.0
     label_range: tuple[float, ...] = ()
+    spans: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def num_classes(self) -> int:

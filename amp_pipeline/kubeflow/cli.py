@@ -166,7 +166,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
         # --output here is the compiled file, not a run's output folder.
         config = flags.run_config(args, output="output")
         with tempfile.TemporaryDirectory() as tmp:
-            data = ingest.prepare(config.data, config.label, Path(tmp), csv_options=config.csv)
+            data = ingest.prepare(
+                config.data,
+                config.label,
+                Path(tmp),
+                csv_options=config.csv,
+                span=config.span,
+                rolling_spans=config.rolling_spans,
+            )
         config = dataclasses.replace(config, model_name=model_name_for(config, data))
         config = with_data_steps(config, data)  # a runtime parameter's default on the cluster
         module_ref, copied = None, None

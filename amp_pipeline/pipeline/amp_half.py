@@ -135,11 +135,15 @@ def trainer_twins(
     train_steps=None,
     amp_train_steps=None,
     make_trainer: TrainerFactory = local_trainer,
+    base_model=None,
 ) -> Twins:
     """The float32 and AMP Trainer nodes on Transform's output. `amp` is the AMP twin's
     options; the float32 twin's are derived from it (fp32_options). `train_steps` (an int or a
-    runtime parameter) defaults to `amp.train_steps`."""
+    runtime parameter) defaults to `amp.train_steps`. `base_model`: the production model's
+    channel (production_model_resolver), which both twins warm-start from where it matches
+    (components/training/warm_start.py)."""
     steps = amp.train_steps if train_steps is None else train_steps
+    extra = {"base_model": base_model} if base_model is not None else {}
 
     def trainer(node_id: str, options: TrainOptions, node_steps):
         return make_trainer(
@@ -150,6 +154,7 @@ def trainer_twins(
             train_args=_train_args(node_steps),
             eval_args=trainer_pb2.EvalArgs(num_steps=options.eval_steps),
             custom_config={"data_spec": data.to_dict(), **options.to_config()},
+            **extra,
         )
 
     return Twins(
@@ -268,6 +273,7 @@ def judges(
     accuracy_tolerance=None,
     place_speed_check: Callable[[Any], Any] = on_trainer_hardware,
     infra_requested_at: str = "compiled",
+    production_model=None,
 ) -> Judges:
     """Everything that judges the twins, on ExampleGen's raw `examples` (the eval split): TFMA
     against float32 and against production, the infra validation, the speed measurement and
@@ -289,7 +295,8 @@ def judges(
         ).with_id(node_id)
 
     evaluator = evaluate_against(twins.fp32.outputs["model"], EVALUATOR)
-    production_model = production_model_resolver()
+    if production_model is None:  # the trainers' base model, when they warm-start
+        production_model = production_model_resolver()
     # Before the first push there is no production model, and no TFMA run for it.
     evaluator_production = evaluate_against(
         production_model.outputs["model"], EVALUATOR_PRODUCTION, ProductionEvaluator

@@ -71,6 +71,10 @@ class RunConfig:
         experiment: MLflow experiment name.
         beam: where the Beam-based components run (pipeline/beam.py).
         csv: how CSV inputs are read (components/data/inspection.py).
+        span: with `{SPAN}` in `data`, the span to train on (None: the newest).
+        rolling_spans: with `{SPAN}`, how many consecutive spans, ending at `span`, to train on.
+        drift: with `{SPAN}`, what a drift between the newest span and the one before does:
+            `warn`, or `fail` (the run stops before training; components/data/span_drift.py).
     """
 
     data: str | None = None
@@ -104,6 +108,9 @@ class RunConfig:
     experiment: str = "amp-pipeline"
     beam: BeamProfile = BeamProfile()
     csv: CsvOptions = CsvOptions()
+    span: int | None = None
+    rolling_spans: int = 1
+    drift: str = "warn"
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:

@@ -43,7 +43,13 @@ def transformed(config: RunConfig, command: str) -> Iterator[tuple[Transformed, 
         from amp_pipeline.pipeline import user_model
 
         data = ingest.prepare(
-            config.data, config.label, output / "data", config.image_size, config.csv
+            config.data,
+            config.label,
+            output / "data",
+            config.image_size,
+            config.csv,
+            config.span,
+            config.rolling_spans,
         )
         config = dataclasses.replace(config, model_name=model_name_for(config, data))
         module_ref = user_model.check(config.model_module, data)

@@ -57,6 +57,8 @@ def _params(config: RunConfig, data, amp: TrainOptions) -> dict:
         "min_gain_over_baseline": config.min_gain_over_baseline,
         "task": data.task,
         "parity": config.parity,
+        # With {SPAN}: the spans read, e.g. "4,5" (the summary says which were available).
+        "spans": ",".join(str(n) for n in data.spans.get("spans", [])) if data.spans else "",
     }
 
 
@@ -76,8 +78,13 @@ def _track_success(tracker, latest, result: dict, config: RunConfig, tags: dict)
     # The twin that shipped is registered (the AMP twin, tagged rejected, where none did).
     twin = TRAINER_FP32 if result.get("shipped_precision") == "float32" else TRAINER_AMP
     candidate = Path(latest.outputs[twin]["model"].uri) / names.SERVING_MODEL_DIR
+    starts = result.get("warm_start") or {}
     tags = {
         **tags,
+        **{
+            f"warm_start.{twin_name}": (start or {}).get("reason", "")[:250]
+            for twin_name, start in starts.items()
+        },
         "tfx.run_id": latest.run_id or "",
         **{f"mlmd.execution_id.{n}": str(i) for n, i in latest.execution_ids.items()},
     }
@@ -98,6 +105,9 @@ def _track_success(tracker, latest, result: dict, config: RunConfig, tags: dict)
         "child_run_ids": tracked["children"],
         "registered_model": tracked["registered_model"],
     }
+    for item in ((result.get("data") or {}).get("drift") or {}).get("features", []):
+        key = "".join(c if c.isalnum() or c in "_-." else "_" for c in item["feature"])
+        tracker.client.log_metric(tracker.run_id, f"drift.{key}", item["value"])
     result["report"] = str(report["report"])
     path = summary.write_summary(result, output)
     tracker.client.log_artifact(tracker.run_id, str(path))
@@ -164,10 +174,20 @@ def _run_locked(config: RunConfig) -> dict:
             from amp_pipeline.pipeline import preflight
 
             data = ingest.prepare(
-                config.data, config.label, output / "data", config.image_size, config.csv
+                config.data,
+                config.label,
+                output / "data",
+                config.image_size,
+                config.csv,
+                config.span,
+                config.rolling_spans,
             )
             config = dataclasses.replace(config, model_name=model_name_for(config, data))
             config = with_data_steps(config, data)
+            from amp_pipeline.components.data import span_drift
+
+            drift = span_drift.compare(data, output)
+            span_drift.check(drift, config.drift)
             from amp_pipeline.pipeline import user_model
 
             module_ref = user_model.check(config.model_module, data)
@@ -186,7 +206,9 @@ def _run_locked(config: RunConfig) -> dict:
             train_bytes = train_split_bytes(data)
             fit_warnings = (
                 preflight.check(
-                    config.data or data.input_base,  # the embedded digits, as prepared
+                    # A file or folder as given; else (the embedded digits as prepared, a
+                    # glob, spans) the folder ExampleGen reads.
+                    config.data if config.data and Path(config.data).exists() else data.input_base,
                     output,
                     config.beam.workers,
                     train_bytes=train_bytes,
@@ -206,6 +228,8 @@ def _run_locked(config: RunConfig) -> dict:
             )
             del limits_model
             write_header(terminal, config, data, recipe, probe)
+            if line := span_drift.summary_line(drift):
+                terminal.write(f"  drift: {line}\n")
             for warning in fit_warnings:
                 terminal.write(f"  warning: {warning}\n")
             for removed in clean_partial_pushes(config.serving_dir):
@@ -249,6 +273,7 @@ def _run_locked(config: RunConfig) -> dict:
                 outputs.outputs, recipe, dataclasses.asdict(config), data.to_dict(), output
             )
             result["recipe_probe"] = probe
+            result["data"]["drift"] = drift
             if data.text_features and data.task != "regression":
                 from amp_pipeline.components.gate.text_baseline import for_run
 
@@ -353,6 +378,24 @@ def check_model_fits_data(config: RunConfig, data, module_ref) -> None:
         )
 
 
+def warm_start_text(config: RunConfig) -> str:
+    """What --warm-start means for this run, before it trains: the trainers decide whether the
+    production model matches (components/training/warm_start.py), the table says what they did."""
+    if config.train.warm_start == "off":
+        return "off (--warm-start off): both twins train from scratch"
+    folder = config.serving_dir / config.model_name
+    versions = (
+        sorted(p.name for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
+    )
+    if not versions:
+        return "auto: no production model yet, both twins train from scratch"
+    return (
+        f"auto: both twins start from production model {versions[-1]} if its model, features "
+        "and classes match this run's (vocabularies remapped by value); else from scratch, "
+        "and the table says why"
+    )
+
+
 def write_header(terminal, config: RunConfig, data, recipe, probe: dict | None = None) -> None:
     """The run's first lines: warnings, what runs on what, the recipe's probe (does this
     model's largest matmul gain in the AMP precision here?), every notice about the data."""
@@ -372,6 +415,11 @@ def write_header(terminal, config: RunConfig, data, recipe, probe: dict | None =
     if reason:
         terminal.write(f"  model: {reason}\n")
     terminal.write(f"  steps: {steps_text(config, data)}\n")
+    if data.spans:
+        from amp_pipeline.components.data.spans import describe
+
+        terminal.write(f"  spans: {describe(data.spans)}, {data.rows:,} rows\n")
+    terminal.write(f"  warm start: {warm_start_text(config)}\n")
     for notice in data.notices:
         terminal.write(f"  note: {notice}\n")
     if (data.text_features or data.categorical_features or data.bag_features) and (
@@ -466,7 +514,12 @@ def run_pipeline(pipeline, metadata_path: Path):
     runtime_parameter_utils.substitute_runtime_parameter(
         ir, {compiler_constants.PIPELINE_RUN_ID_PARAMETER_NAME: run_id}
     )
-    LocalDagRunner().run_with_ir(ir)
+    try:
+        LocalDagRunner().run_with_ir(ir)
+    finally:  # the twins' shared shuffled copy of a streamed train split
+        from amp_pipeline.components.training.datasets import remove_shared_shuffles
+
+        remove_shared_shuffles(pipeline.pipeline_info.pipeline_root)
     return read_run(metadata_path, pipeline.pipeline_info.pipeline_name, run_id)
 
 

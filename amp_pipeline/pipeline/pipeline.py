@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,7 @@ from amp_pipeline.pipeline.amp_half import (
     judges,
     local_trainer,
     on_trainer_hardware,
+    production_model_resolver,
     pusher,
     trainer_twins,
 )
@@ -34,6 +36,9 @@ ANOMALY_CHECK = "AnomalyCheck"
 
 
 def make_example_gen(data: DataSpec, input_base, pattern: str):
+    """ExampleGen for the input: CSV through our reader, TFRecord (and converted image folders)
+    through ImportExampleGen; with spans, TFX's static range names the newest selected span
+    and the earlier spans of a rolling window travel beside it (components/data/spans.py)."""
     input_config = example_gen_pb2.Input(
         splits=[example_gen_pb2.Input.Split(name="single_split", pattern=pattern)]
     )
@@ -45,6 +50,23 @@ def make_example_gen(data: DataSpec, input_base, pattern: str):
             ]
         )
     )
+    range_config, earlier = None, ""
+    if data.spans:
+        from tfx.proto import range_config_pb2
+
+        newest = data.spans["spans"][-1]
+        range_config = range_config_pb2.RangeConfig(
+            static_range=range_config_pb2.StaticRange(
+                start_span_number=newest, end_span_number=newest
+            )
+        )
+        if len(data.spans["spans"]) > 1:
+            earlier = json.dumps(
+                {
+                    "patterns": data.spans["resolved"][:-1],
+                    "fingerprint": data.spans["fingerprint"],
+                }
+            )
     if data.format == "csv":
         assert data.csv_format is not None  # inspection records one for every CSV
         return CsvExampleGen(
@@ -52,9 +74,15 @@ def make_example_gen(data: DataSpec, input_base, pattern: str):
             csv_format=data.csv_format,
             input_config=input_config,
             output_config=output_config,
+            range_config=range_config,
+            earlier_spans=earlier,
         )
     return ImportExampleGen(
-        input_base=input_base, input_config=input_config, output_config=output_config
+        input_base=input_base,
+        input_config=input_config,
+        output_config=output_config,
+        range_config=range_config,
+        earlier_spans=earlier,
     )
 
 
@@ -218,6 +246,8 @@ def create_pipeline(
         data_components(data, data_root, data_pattern, model_module)
     )
 
+    # The model in production: the gate's comparison, and the twins' warm start.
+    production = production_model_resolver()
     twins = trainer_twins(
         transform.outputs["transformed_examples"],
         transform.outputs["transform_graph"],
@@ -226,6 +256,7 @@ def create_pipeline(
         train_steps=train_steps,
         amp_train_steps=amp_train_steps,
         make_trainer=make_trainer,
+        base_model=production.outputs["model"] if amp.warm_start == "auto" else None,
     )
     judged = judges(
         example_gen.outputs["examples"],
@@ -235,6 +266,7 @@ def create_pipeline(
         accuracy_tolerance=accuracy_tolerance,
         place_speed_check=place_speed_check,
         infra_requested_at=infra_requested_at,
+        production_model=production,
     )
     push = pusher(twins, judged.gate, f"{serving_base}/{model_name_for(config, data)}")
     return Pipeline(

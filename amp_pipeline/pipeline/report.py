@@ -304,6 +304,26 @@ def reference_figures(ref: dict, higher: str) -> tuple[str, str]:
     return f"RMSE {m['rmse']:.4g}, MAE {m['mae']:.4g}, R² {m['r2']:.4f}", against
 
 
+def spans_lines(summary: dict) -> list[str]:
+    """The spans and the warm start, one line each where they apply."""
+    from amp_pipeline.components.data.spans import describe
+    from amp_pipeline.pipeline.summary import warm_start_text
+
+    lines = []
+    if spans := (summary.get("data") or {}).get("spans"):
+        lines.append(
+            f"- Spans: {describe(spans)}, split 4:1 into train and eval "
+            f"(pattern `{summary['data']['source']}`)"
+        )
+    if text := warm_start_text(summary):
+        lines.append(f"- Warm start: {text}")
+    from amp_pipeline.components.data.span_drift import summary_line
+
+    if line := summary_line((summary.get("data") or {}).get("drift")):
+        lines.append(f"- Drift between spans: {line}")
+    return lines
+
+
 def reference_lines(summary: dict) -> list[str]:
     """A regression label's reference baseline on the same eval examples (a figure, not a
     rule, unless --min-gain-over-baseline asks for one)."""
@@ -418,6 +438,7 @@ def write_report(summary: dict, fp32: dict, amp: dict, out_dir: Path) -> dict[st
         f"**{number(summary['memory_ratio'], '.2f')}x** (recipe ratio, "
         f"{summary['fp32']['memory_method']})",
         quality_line(summary),
+        *spans_lines(summary),
         *reference_lines(summary),
         *([f"- Text baseline, {line}"] if (line := baseline_line(summary)) else []),
         f"- Gate: {gate.get('headline') or ('passed' if gate['passed'] else 'failed')}",

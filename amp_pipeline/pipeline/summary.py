@@ -140,6 +140,17 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b
 
 
+def warm_start_text(summary: dict) -> str:
+    """'both twins from the production model (...)', or each twin's reason."""
+    starts = summary.get("warm_start") or {}
+    fp32, amp = starts.get("fp32") or {}, starts.get("amp") or {}
+    if not fp32 and not amp:
+        return ""
+    if fp32.get("reason") == amp.get("reason"):
+        return f"both twins {amp.get('reason', '')}"
+    return f"AMP twin {amp.get('reason', 'n/a')}; float32 twin {fp32.get('reason', 'n/a')}"
+
+
 def data_summary(data_dict: dict) -> dict:
     """What run_summary.json says of the input (from the DataSpec as a dict)."""
     return {
@@ -161,6 +172,8 @@ def data_summary(data_dict: dict) -> dict:
         "missing": data_dict.get("missing", {}),
         "excluded": list(data_dict.get("excluded", [])),
         "notices": list(data_dict.get("notices", [])),
+        # With {SPAN} in --data: the spans that trained and evaluated the model.
+        "spans": data_dict.get("spans") or None,
     }
 
 
@@ -363,6 +376,10 @@ def build_summary(
             "decision_md": str(output_dir / names.DECISION_MD),
         },
         "reference": reference_summary(fp32, amp, shipped),
+        # Where each twin started (components/training/warm_start.py), and each trainer's
+        # phases in seconds (components/training/phases.py).
+        "warm_start": {"fp32": fp32.get("warm_start"), "amp": amp.get("warm_start")},
+        "trainer_phases_s": {"fp32": fp32.get("phases"), "amp": amp.get("phases")},
         "categories": fp32.get("categories") or {},
         "exports": exports(pushed_path, edge),
         **serving_summary(decision),

@@ -62,6 +62,17 @@ from amp_pipeline.core.runner import runs_locally
 logger = logging.getLogger(__name__)
 
 CSV_FORMAT_KEY = "csv_format"
+# A rolling window's earlier spans (components/data/spans.py): their patterns relative to
+# input_base and a fingerprint of their files (so that a changed earlier span is not answered
+# from the cache), as JSON; TFX's driver resolves the newest span itself.
+EARLIER_SPANS_KEY = "earlier_spans"
+
+
+def earlier_patterns(exec_properties: dict) -> list[str]:
+    raw = exec_properties.get(EARLIER_SPANS_KEY) or ""
+    return list(json.loads(raw)["patterns"]) if raw else []
+
+
 PROGRESS_SECONDS = 10.0
 
 
@@ -92,16 +103,22 @@ class _ReadCsvFile(beam.DoFn):
 
 
 def _csv_files(exec_properties: dict, split_pattern: str) -> list[str]:
+    """The CSV files of the pattern (the newest span's, with spans) and of a rolling window's
+    earlier spans, oldest first."""
     import tensorflow as tf
 
-    pattern = str(Path(exec_properties[standard_component_specs.INPUT_BASE_KEY]) / split_pattern)
-    files = sorted(
-        f
-        for f in tf.io.gfile.glob(pattern)
-        if f.lower().endswith((".csv", ".csv.gz")) and not Path(f).name.startswith((".", "_"))
-    )
-    if not files:
-        raise RuntimeError(f"no CSV files match {pattern}")
+    base = Path(exec_properties[standard_component_specs.INPUT_BASE_KEY])
+    files = []
+    for relative in [*earlier_patterns(exec_properties), split_pattern]:
+        pattern = str(base / relative)
+        matched = sorted(
+            f
+            for f in tf.io.gfile.glob(pattern)
+            if f.lower().endswith((".csv", ".csv.gz")) and not Path(f).name.startswith((".", "_"))
+        )
+        if not matched:
+            raise RuntimeError(f"no CSV files match {pattern}")
+        files += matched
     return files
 
 
@@ -177,14 +194,66 @@ class InOrderSplits(BaseExampleGenExecutor):
         return None
 
 
+@beam.ptransform_fn
+@beam.typehints.with_input_types(beam.Pipeline)
+def _RecordsWithEarlierSpans(  # noqa: N802 - Beam's PTransform naming
+    pipeline: beam.Pipeline, exec_properties: dict, split_pattern: str
+) -> beam.pvalue.PCollection:
+    """The serialized records of the pattern and of a rolling window's earlier spans."""
+    base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
+    patterns = [*earlier_patterns(exec_properties), split_pattern]
+    reads = [
+        pipeline | f"ReadSpan[{i}]" >> beam.io.ReadFromTFRecord(os.path.join(base, p))
+        for i, p in enumerate(patterns)
+    ]
+    return reads[0] if len(reads) == 1 else reads | "Spans" >> beam.Flatten()
+
+
 class ImportInOrder(InOrderSplits, ImportExecutor):
-    """ImportExampleGen's executor (TFRecord inputs, image folders) writing in order locally."""
+    """ImportExampleGen's executor (TFRecord inputs, image folders) writing in order locally,
+    reading a rolling window's earlier spans too."""
+
+    def GetInputSourceToExamplePTransform(self) -> beam.PTransform:  # noqa: N802
+        return _RecordsWithEarlierSpans  # type: ignore[return-value]  # a ptransform_fn
+
+
+class ImportExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):
+    PARAMETERS = {
+        **standard_component_specs.FileBasedExampleGenSpec.PARAMETERS,
+        EARLIER_SPANS_KEY: ExecutionParameter(type=str, optional=True),
+    }
 
 
 class ImportExampleGen(tfx_components.ImportExampleGen):
-    """TFX's ImportExampleGen on ImportInOrder (the node id stays `ImportExampleGen`)."""
+    """TFX's ImportExampleGen on ImportInOrder (the node id stays `ImportExampleGen`), with a
+    range config for spans and a rolling window's earlier spans."""
 
+    SPEC_CLASS = ImportExampleGenSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(ImportInOrder)
+
+    def __init__(
+        self,
+        input_base,
+        input_config: example_gen_pb2.Input,
+        output_config: example_gen_pb2.Output,
+        range_config=None,
+        earlier_spans: str = "",
+    ):
+        from tfx import types
+        from tfx.types import standard_artifacts
+
+        spec = ImportExampleGenSpec(
+            input_base=input_base,
+            input_config=input_config,
+            output_config=output_config,
+            custom_config=None,
+            range_config=range_config,
+            output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
+            output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
+            examples=types.Channel(type=standard_artifacts.Examples),
+            **({EARLIER_SPANS_KEY: earlier_spans} if earlier_spans else {}),
+        )
+        super(FileBasedExampleGen, self).__init__(spec=spec)
 
 
 class Executor(InOrderSplits, BaseExampleGenExecutor):
@@ -217,6 +286,7 @@ class CsvExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):
     PARAMETERS = {
         **standard_component_specs.FileBasedExampleGenSpec.PARAMETERS,
         CSV_FORMAT_KEY: ExecutionParameter(type=str),
+        EARLIER_SPANS_KEY: ExecutionParameter(type=str, optional=True),
     }
 
 
@@ -233,6 +303,8 @@ class CsvExampleGen(FileBasedExampleGen):
         csv_format: dict,
         input_config: example_gen_pb2.Input,
         output_config: example_gen_pb2.Output,
+        range_config=None,
+        earlier_spans: str = "",
     ):
         from tfx import types
         from tfx.types import standard_artifacts
@@ -242,10 +314,11 @@ class CsvExampleGen(FileBasedExampleGen):
             input_config=input_config,
             output_config=output_config,
             custom_config=None,
-            range_config=None,
+            range_config=range_config,
             output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
             output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
             examples=types.Channel(type=standard_artifacts.Examples),
             **{CSV_FORMAT_KEY: json.dumps(csv_format, sort_keys=True)},
+            **({EARLIER_SPANS_KEY: earlier_spans} if earlier_spans else {}),
         )
         super(FileBasedExampleGen, self).__init__(spec=spec)

@@ -15,6 +15,7 @@ import logging
 import math
 from pathlib import Path
 
+from amp_pipeline.components.data import spans
 from amp_pipeline.components.data.labels import _classes, label_notices
 from amp_pipeline.components.data.record_inputs import (
     TFRECORD_SUFFIXES,
@@ -288,18 +289,46 @@ def _csv_glob(data: str) -> tuple[Path, str, list[Path]] | None:
     return folder, pattern_path.name, files
 
 
+def prepare_spans(
+    data: str, label: str, csv_options, span: int | None, rolling_spans: int
+) -> DataSpec:
+    """The selected spans' files checked as one input: CSV files or TFRecord files."""
+    selection = spans.select(data, span, rolling_spans, CSV_SUFFIXES + TFRECORD_SUFFIXES)
+    files = selection.all_files
+    csvs = [f for f in files if f.name.lower().endswith(CSV_SUFFIXES)]
+    if csvs and len(csvs) != len(files):
+        raise InputError(f"--data {data}: the spans mix CSV and TFRecord files; use one kind")
+    base = Path(selection.input_base)
+    if csvs:
+        spec = inspect_csv(csvs, label, csv_options, data, base, selection.pattern)
+    else:
+        spec = inspect_tfrecords(base, label, files)
+    logger.info("--data %s: %s", data, selection.describe())
+    return dataclasses.replace(
+        spec,
+        source=data,
+        input_base=str(base),
+        input_pattern=selection.pattern,
+        spans=selection.record(),
+    )
+
+
 def prepare(
     data: str | None,
     label: str,
     workdir: Path,
     image_size: int = 32,
     csv_options=None,
+    span: int | None = None,
+    rolling_spans: int = 1,
 ) -> DataSpec:
     """Checks `--data` and prepares it for ExampleGen. `None` means the embedded digits.
 
     `data` is a CSV file (`.csv`, `.csv.gz`), a folder of CSV shards or a glob of them, a
     TFRecord file or folder, or an image folder (one subfolder per class). `csv_options`
-    (amp_pipeline.components.data.inspection.CsvOptions) are the user's CSV flags.
+    (amp_pipeline.components.data.inspection.CsvOptions) are the user's CSV flags. A pattern
+    with `{SPAN}` reads the newest span, `span`, and the `rolling_spans - 1` before it
+    (components/data/spans.py).
 
     Raises:
         InputError: with a one-line message naming the file, column or flag.
@@ -308,6 +337,11 @@ def prepare(
         target = workdir / "digits" / "digits.csv"
         write_if_changed(target, gzip.decompress(DIGITS_CSV.read_bytes()))
         return inspect_csv([target], "label", csv_options, source="embedded digits")
+    if spans.has_spans(data):
+        return prepare_spans(data, label, csv_options, span, rolling_spans)
+    if span is not None or rolling_spans != 1:
+        flag = "--span" if span is not None else "--rolling-spans"
+        raise InputError(f"{flag}: --data {data} has no {{SPAN}} in its path to number spans by")
     shards = _csv_glob(data)
     if shards is not None:
         folder, pattern, files = shards

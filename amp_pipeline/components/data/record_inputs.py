@@ -71,11 +71,12 @@ def _tfrecord_files(path: Path) -> list[Path]:
     )
 
 
-def inspect_tfrecords(path: Path, label: str) -> DataSpec:
-    """Checks TFRecord files of tf.Example and describes them."""
+def inspect_tfrecords(path: Path, label: str, files: list[Path] | None = None) -> DataSpec:
+    """Checks TFRecord files of tf.Example (`path`'s, or the given `files` under it) and
+    describes them."""
     import tensorflow as tf
 
-    files = _tfrecord_files(path)
+    files = files or _tfrecord_files(path)
     if not files:
         raise InputError(f"{path}: no TFRecord files ({', '.join(TFRECORD_SUFFIXES)}) found")
     kinds: dict[str, str] = {}

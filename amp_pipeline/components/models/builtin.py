@@ -10,6 +10,10 @@ tables float32, LayerNorm and the attention softmax computed in float32, padding
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
+
 import keras
 
 from amp_pipeline.components.models.layers import (
@@ -92,6 +96,30 @@ def embedding_dim(size: int) -> int:
     return max(4, min(64, round(1.6 * size**0.56)))
 
 
+# A warm-started twin keeps the production model's widths (components/training/warm_start.py):
+# a span with a few more IDs would otherwise change a width (550 ids: 55, 578: 56) and no row
+# would fit. {feature: width}, set around the build.
+_WIDTHS: contextvars.ContextVar[tuple[tuple[str, int], ...]] = contextvars.ContextVar(
+    "widths", default=()
+)
+
+
+@contextlib.contextmanager
+def embedding_widths(widths: dict[str, int]) -> Iterator[None]:
+    """Builds inside the block give these features' embeddings these widths."""
+    token = _WIDTHS.set(tuple(widths.items()))
+    try:
+        yield
+    finally:
+        _WIDTHS.reset(token)
+
+
+def feature_embedding_dim(name: str, size: int) -> int:
+    """The width of feature `name`'s embedding: embedding_widths' where set, else
+    embedding_dim's."""
+    return dict(_WIDTHS.get()).get(name) or embedding_dim(size)
+
+
 def tabular(inputs, stop: int, categorical: tuple = (), bags: tuple = ()):
     """Columns [0, stop) of `x`: the numeric and one-hot ones as they are, each categorical
     feature's id (name, start, stop, size) through its own embedding, each multi-valued
@@ -109,7 +137,8 @@ def tabular(inputs, stop: int, categorical: tuple = (), bags: tuple = ()):
         if start > at:
             parts.append(Columns(at, start, name=f"columns_{at}_{start}")(inputs))
         ids = TokenIds(start, end, name=f"{name}_id{'s' if bag else ''}")(inputs)
-        vectors = keras.layers.Embedding(size, embedding_dim(size), name=f"{name}_embedding")(ids)
+        width = feature_embedding_dim(name, size)
+        vectors = keras.layers.Embedding(size, width, name=f"{name}_embedding")(ids)
         if bag:
             parts.append(MaskedMeanPool(name=f"{name}_mean")(vectors, ids))
         else:

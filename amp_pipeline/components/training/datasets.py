@@ -5,6 +5,7 @@ ids read as out-of-vocabulary, and the host-side samples that probes and baselin
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import math
 import sys
@@ -58,10 +59,29 @@ def in_memory_bytes(spec: TrainSpec) -> int:
     return rows * (input_width(spec) + 1) * 4 if rows else 0
 
 
-@functools.lru_cache(maxsize=1)
+@functools.lru_cache(maxsize=2)
 def split_arrays(files: tuple[str, ...], transform_output: str) -> tuple:
     """(x, y) of a whole Transform output split, read once per process."""
     return dataset_arrays(make_dataset(files, transform_output, 4096, 0, False), sys.maxsize)
+
+
+# The eval split's share of the rows (ExampleGen's 4:1 hash buckets), for its size in memory.
+EVAL_SHARE = 0.2
+
+
+def eval_dataset(spec: TrainSpec, strategy=None):
+    """The eval split's (x, label) batches in file order, every example once. Read once into
+    memory where it fits IN_MEMORY_MAX_BYTES and one process evaluates: the trainer reads the
+    split four times (evaluate, category coverage, every seed's predictions, the labels), and
+    parsing 200,000 tf.Examples is the cost each time. Else streamed from Transform's files."""
+    import tensorflow as tf
+
+    if strategy is None and 0 < in_memory_bytes(spec) * EVAL_SHARE <= IN_MEMORY_MAX_BYTES:
+        x, y = split_arrays(tuple(spec.eval_files), spec.transform_output)
+        return tf.data.Dataset.from_tensor_slices((x, y)).batch(spec.batch_size)
+    return make_dataset(
+        spec.eval_files, spec.transform_output, spec.batch_size, spec.seed, train=False
+    )
 
 
 def memory_dataset(x: np.ndarray, y: np.ndarray, batch_size: int, seed: int):
@@ -157,11 +177,39 @@ def shuffled_split(
 
 
 def shuffled_train_files(spec: TrainSpec) -> tuple[str, ...]:
-    """The train split's shuffled copy under the job's model_run_dir (made once per process,
-    removed when the process ends)."""
+    """The train split's shuffled copy for the spec's seed (shared_shuffle_dir: made once for
+    both twins)."""
     return _shuffled_copy(
         tuple(spec.train_files), spec.model_run_dir, spec.seed, in_memory_bytes(spec)
     )
+
+
+# Beside a split's Split-* folders in Transform's transformed-examples artifact: both twins of
+# a run read one shuffled copy per seed, made by whichever trainer gets there first (the copy
+# was made again for each twin: 89 s of a float32 twin's 106 s on 1M rows, issue 50). The local
+# runner removes it when the run ends (remove_shared_shuffles); on another orchestrator it
+# stays with the artifact, where a rerun on the cached Transform output reuses it.
+SHARED_SHUFFLE_DIR = "_train_shuffled"
+PARTS_JSON = "parts.json"
+
+
+def shared_shuffle_dir(patterns: tuple[str, ...], model_run_dir: str, seed: int) -> Path:
+    """Where the copy for `seed` goes: beside the Split-* folders of the artifact the train
+    files come from, when they are local files; else the trainer's own model_run_dir."""
+    split_dir = Path(patterns[0]).parent if patterns else None
+    if split_dir is not None and split_dir.name.startswith("Split-") and split_dir.is_dir():
+        return split_dir.parent / SHARED_SHUFFLE_DIR / f"seed-{seed}"
+    return Path(model_run_dir) / "train_shuffled"
+
+
+def remove_shared_shuffles(pipeline_root: str) -> list[Path]:
+    """Removes every shared shuffled copy under `pipeline_root`'s artifacts; the removed."""
+    import shutil
+
+    found = sorted(Path(pipeline_root).glob(f"*/*/*/{SHARED_SHUFFLE_DIR}"))
+    for folder in found:
+        shutil.rmtree(folder, ignore_errors=True)
+    return found
 
 
 @functools.lru_cache(maxsize=1)
@@ -169,17 +217,31 @@ def _shuffled_copy(
     patterns: tuple[str, ...], model_run_dir: str, seed: int, expected_bytes: int
 ) -> tuple[str, ...]:
     import atexit
+    import fcntl
     import shutil
 
     import tensorflow as tf
 
-    files = sorted(f for p in patterns for f in tf.io.gfile.glob(p))
-    # Gzipped tf.Examples of float32 rows expand about 4x: the larger guess sizes the buckets.
-    compressed = sum(tf.io.gfile.stat(f).length for f in files)
-    expected_bytes = max(expected_bytes, 4 * compressed)
-    out = Path(model_run_dir) / "train_shuffled"
-    atexit.register(shutil.rmtree, out, True)
-    return tuple(shuffled_split(files, out, seed, expected_bytes, SHUFFLE_BUCKET_BYTES))
+    out = shared_shuffle_dir(patterns, model_run_dir, seed)
+    shared = out.parent.name == SHARED_SHUFFLE_DIR
+    if not shared:
+        atexit.register(shutil.rmtree, out, True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f".seed-{seed}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the other twin waits while one writes the copy
+        made = out / PARTS_JSON
+        if shared and made.exists():
+            parts = json.loads(made.read_text())
+            if all(Path(p).exists() for p in parts):
+                logger.info("train split's shuffled copy for seed %d reused: %s", seed, out)
+                return tuple(parts)
+        files = sorted(f for p in patterns for f in tf.io.gfile.glob(p))
+        # Gzipped tf.Examples of float32 rows expand about 4x: the larger guess sizes the buckets.
+        compressed = sum(tf.io.gfile.stat(f).length for f in files)
+        expected_bytes = max(expected_bytes, 4 * compressed)
+        parts = shuffled_split(files, out, seed, expected_bytes, SHUFFLE_BUCKET_BYTES)
+        made.write_text(json.dumps(parts))
+        return tuple(parts)
 
 
 def train_dataset(spec: TrainSpec, batch_size: int, seed: int, strategy=None):

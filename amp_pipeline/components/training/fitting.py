@@ -143,8 +143,12 @@ def train_first_seed(spec: TrainSpec, strategy, train_ds, eval_ds, xla: bool) ->
     """The spec's model built, compiled, trained under the watch of fit_watched and evaluated:
     the model and what was measured on the way."""
     from amp_pipeline.components.amp import rules as amp_rules
+    from amp_pipeline.components.training import warm_start
 
+    warm_start.prepare(spec)  # before this run's model: building production's clears the session
     model, output_fix = build_fresh(spec, spec.policy, strategy)
+    warm = warm_start.apply(spec, model)
+    logger.info("Warm start: %s", warm["reason"])
     compile_model(spec, model, xla, strategy)
     dtype_warnings = amp_rules.variable_dtype_warnings(model, spec.policy)
     history, timer, monitor, memory, peak_mb = fit_watched(spec, model, strategy, train_ds)
@@ -159,6 +163,7 @@ def train_first_seed(spec: TrainSpec, strategy, train_ds, eval_ds, xla: bool) ->
         "memory": memory,
         "peak_mb": peak_mb,
         "results": results,
+        "warm_start": warm,
     }
 
 
@@ -179,10 +184,13 @@ def train_other_seeds(spec: TrainSpec, xla: bool, eval_ds, served, first: dict, 
     seed's given."""
     import dataclasses as dc
 
+    from amp_pipeline.components.training import warm_start
+
     runs, predictions = [first], [predicted_answers(spec, served, eval_ds)]
     for seed in spec.seed_list[1:]:
         sub = dc.replace(spec, seed=seed)
         model, _ = build_fresh(sub, sub.policy, strategy)
+        warm_start.apply(sub, model)  # every seed starts where the first did
         compile_model(sub, model, xla, strategy)
         train_ds = train_dataset(sub, sub.batch_size, seed, strategy)
         # Every seed is watched as the first one is: a collapsed loss scale stops the run.

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from amp_pipeline.components.training.datasets import make_dataset, train_dataset
+from amp_pipeline.components.training import warm_start
+from amp_pipeline.components.training.datasets import eval_dataset, train_dataset
 from amp_pipeline.components.training.fitting import (
     check_readiness,
     train_first_seed,
@@ -22,6 +23,7 @@ from amp_pipeline.components.training.fitting import (
 )
 from amp_pipeline.components.training.model_building import distributed, is_regression, model_spec
 from amp_pipeline.components.training.options import TrainSpec
+from amp_pipeline.components.training.phases import Phases
 from amp_pipeline.components.training.twin_export import (
     category_coverage,
     export_checked,
@@ -37,38 +39,63 @@ logger = logging.getLogger(__name__)
 def train_and_export(spec: TrainSpec, strategy=None) -> dict:
     """Trains (data-parallel under `strategy`, when given), evaluates, exports the serving
     SavedModel, and returns the measured figures."""
+    from amp_pipeline.components.models.builtin import embedding_widths
+
+    clock = Phases()
+    with clock.phase("warm start"):  # production's weights, read before this run builds
+        warm_start.prepare(spec)
+    # A warm-started model keeps production's embedding widths (warm_start.py): every build
+    # below (readiness, twins, float32 rebuilds, seeds) gives the same shapes.
+    with embedding_widths(warm_start.widths(spec)):
+        return _train_and_export(spec, strategy, clock)
+
+
+def _train_and_export(spec: TrainSpec, strategy, clock: Phases) -> dict:
     from amp_pipeline.components.amp import fp32_math
 
     # The float32 twin's matmuls as --fp32-math asks (strict: no TF32); the AMP twin keeps
     # TensorFlow's default for the parts it runs in float32.
     math_record = fp32_math.apply(spec.fp32_math if spec.policy == "float32" else fp32_math.TF32)
-    spec = with_train_label_scale(spec)
-    spec, distribution_figures = distributed(spec, strategy)
-    train_ds = train_dataset(spec, spec.batch_size, spec.seed, strategy)
-    eval_ds = make_dataset(
-        spec.eval_files, spec.transform_output, spec.batch_size, spec.seed, train=False
-    )
-    readiness = check_readiness(spec, train_ds) if spec.readiness else None
+    with clock.phase("reading"):  # a streamed split's shuffled copy, an in-memory split's arrays
+        spec = with_train_label_scale(spec)
+        spec, distribution_figures = distributed(spec, strategy)
+        train_ds = train_dataset(spec, spec.batch_size, spec.seed, strategy)
+        eval_ds = eval_dataset(spec, strategy)
+    readiness = None
+    if spec.readiness:
+        with clock.phase("readiness"):
+            readiness = check_readiness(spec, train_ds)
     xla, xla_fallback = xla_after_readiness(spec, readiness)
-    trained = train_first_seed(spec, strategy, train_ds, eval_ds, xla)
-    serving, layers = export_checked(spec, trained["model"], readiness, trained["dtype_warnings"])
-    tflite = export_edge_models(spec, trained["model"], train_ds)
-    reference = reference_baseline(spec, eval_ds) if is_regression(spec) else None
-    category_figures = category_coverage(spec, eval_ds)
-    seed_runs = predict_every_seed(spec, xla, eval_ds, serving, trained, strategy, reference)
+    with clock.phase("fitting"):  # building, compiling on the first step, fit and evaluate
+        trained = train_first_seed(spec, strategy, train_ds, eval_ds, xla)
+    with clock.phase("exporting"):
+        serving, layers = export_checked(
+            spec, trained["model"], readiness, trained["dtype_warnings"]
+        )
+    with clock.phase("tflite"):
+        tflite = export_edge_models(spec, trained["model"], train_ds)
+    reference = None
+    if is_regression(spec):
+        with clock.phase("reference baseline"):
+            reference = reference_baseline(spec, eval_ds)
+    with clock.phase("category coverage"):
+        category_figures = category_coverage(spec, eval_ds)
+    with clock.phase("seeds and eval predictions"):
+        seed_runs = predict_every_seed(spec, xla, eval_ds, serving, trained, strategy, reference)
     diagnostics = None
     if spec.diagnose:
         from amp_pipeline.components.amp import diagnosis as amp_diagnosis
 
         mspec = model_spec(spec)
-        diagnostics = amp_diagnosis.measure(
-            trained["model"],
-            train_ds,
-            spec.policy,
-            spec.batch_size,
-            mspec.input_width,
-            mspec.output_width,
-        )
+        with clock.phase("diagnosis"):
+            diagnostics = amp_diagnosis.measure(
+                trained["model"],
+                train_ds,
+                spec.policy,
+                spec.batch_size,
+                mspec.input_width,
+                mspec.output_width,
+            )
     timer, monitor = trained["timer"], trained["monitor"]
     figures = {
         "policy": spec.policy,
@@ -113,6 +140,9 @@ def train_and_export(spec: TrainSpec, strategy=None) -> dict:
         "process_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "seeds": seed_runs,
         "distribution": distribution_figures,
+        "warm_start": trained["warm_start"],
+        "embedding_widths": warm_start.built_widths(spec, trained["model"]),
+        "phases": clock.summary(),
     }
     (Path(spec.model_run_dir) / names.FIGURES_JSON).write_text(
         json.dumps(figures, indent=2, default=_json_default)

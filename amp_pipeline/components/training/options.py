@@ -37,6 +37,7 @@ RECIPE_FIELDS = (
 
 
 REGRESSION_LOSSES = ("mse", "huber")
+WARM_START_MODES = ("auto", "off")  # components/training/warm_start.py
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +79,8 @@ class TrainOptions:
         distribution: `auto`, `none`, `mirrored` or `multiworker`
             (components/training/distribution.py); `batch_size` is then per replica.
         cpu_replicas: logical CPU devices `mirrored` uses on a machine without GPUs.
+        warm_start: `auto` starts both twins from the production model's weights where its
+            architecture and features match (vocabularies remapped by value); `off` never.
     """
 
     model: str = "cnn"
@@ -111,6 +114,7 @@ class TrainOptions:
     autotune_cache: str = ""
     distribution: str = "auto"
     cpu_replicas: int = 2
+    warm_start: str = "auto"
 
     def __post_init__(self) -> None:
         for name in (
@@ -155,6 +159,11 @@ class TrainOptions:
             raise ValueError(
                 "Invalid value for argument distribution: expected one of "
                 f"{', '.join(DISTRIBUTIONS)}. Received: distribution={self.distribution!r}"
+            )
+        if self.warm_start not in WARM_START_MODES:
+            raise ValueError(
+                "Invalid value for argument warm_start: expected one of "
+                f"{', '.join(WARM_START_MODES)}. Received: warm_start={self.warm_start!r}"
             )
         unknown = [v for v in self.tflite_variants if v not in TFLITE_VARIANTS]
         if unknown:
@@ -203,6 +212,8 @@ class TrainSpec(TrainOptions):
         serving_model_dir: where the serving SavedModel goes (TFX's `serving_model_dir`).
         model_run_dir: where the figures, predictions and logs go (TFX's `model_run_dir`).
         data_spec: the DataSpec (core/data_spec.py) as a dict.
+        base_model: the production model's serving folder (TFX's `base_model`), where the
+            twins warm-start from it (components/training/warm_start.py); else "".
     """
 
     _: dataclasses.KW_ONLY
@@ -212,6 +223,7 @@ class TrainSpec(TrainOptions):
     serving_model_dir: str
     model_run_dir: str
     data_spec: dict
+    base_model: str = ""
 
     @property
     def options(self) -> TrainOptions:

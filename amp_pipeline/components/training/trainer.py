@@ -61,6 +61,7 @@ def spec_from_fn_args(fn_args) -> TrainSpec:
         serving_model_dir=fn_args.serving_model_dir,
         model_run_dir=fn_args.model_run_dir,
         data_spec=cfg["data_spec"],
+        base_model=getattr(fn_args, "base_model", None) or "",  # TFX: the production model
         **dataclasses.asdict(options),
     )
 

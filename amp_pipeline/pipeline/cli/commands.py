@@ -320,7 +320,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         config = flags.run_config(args)
         with tempfile.TemporaryDirectory() as tmp:
             data = ingest.prepare(
-                config.data, config.label, Path(tmp), config.image_size, config.csv
+                config.data,
+                config.label,
+                Path(tmp),
+                config.image_size,
+                config.csv,
+                config.span,
+                config.rolling_spans,
             )
     except (InputError, ValueError) as e:
         return error(e)

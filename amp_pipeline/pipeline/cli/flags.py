@@ -22,6 +22,7 @@ from amp_pipeline.components.training.options import (
     REGRESSION_LOSSES,
     SERVING_PRECISIONS,
     TFLITE_VARIANTS,
+    WARM_START_MODES,
     TrainOptions,
 )
 from amp_pipeline.core import argtypes
@@ -50,12 +51,12 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "--data", "--label", "--task", "--image-size", "--data-root", "--keep-columns",
         "--drop-columns", "--text-columns", "--categorical-columns", "--multi-value-columns",
         "--closed-columns", "--missing-label", "--separator", "--vocab-size", "--max-tokens",
-        "--na-values", "--delimiter", "--encoding",
+        "--na-values", "--delimiter", "--encoding", "--span", "--rolling-spans", "--drift",
     ),
     "model and training": (
         "--model", "--bert-size", "--model-module", "--train-steps", "--amp-train-steps",
         "--batch-size", "--learning-rate", "--regression-loss", "--seed", "--seeds",
-        "--distribution", "--cpu-replicas",
+        "--distribution", "--cpu-replicas", "--warm-start",
     ),
     "AMP recipe": (
         "--policy", "--xla", "--fp32-math", "--serving-precision", "--loss-scale-initial",
@@ -119,6 +120,14 @@ def add_model_flags(p: AddsFlags) -> None:
         metavar="PATH_OR_IMPORT",
         help="your model: a .py file or importable module defining build_model(spec) "
         "(optional hooks: preprocessing_fn, optimizer, loss); replaces --model",
+    )
+    p.add_argument(
+        "--warm-start",
+        choices=WARM_START_MODES,
+        default=TRAIN.warm_start,
+        help="auto: both twins start from the production model's weights when its model, "
+        "features and classes match (vocabularies remapped by value), else from scratch, "
+        "saying why; off: always from scratch (default: %(default)s)",
     )
     p.add_argument(
         "--accuracy-tolerance",
@@ -366,8 +375,32 @@ def column_list(p: AddsFlags, flag: str, help: str) -> None:  # noqa: A002
 
 
 def add_csv_flags(p: AddsFlags) -> None:
-    """How CSV inputs are read: `run`, `compile`, `check-model` and `inspect` read them alike."""
+    """How CSV inputs are read: `run`, `compile`, `check-model` and `inspect` read them alike;
+    with them, which spans of a `{SPAN}` pattern."""
     add_csv_reading_flags(p)
+    p.add_argument(
+        "--span",
+        type=argtypes.count,
+        default=None,
+        help="with {SPAN} in --data (e.g. 'exports/span-{SPAN}/*.csv'): the span to train on "
+        "(default: the newest)",
+    )
+    p.add_argument(
+        "--rolling-spans",
+        type=argtypes.positive,
+        default=DEFAULTS.rolling_spans,
+        metavar="K",
+        help="with {SPAN} in --data: train on the K consecutive spans ending at --span "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--drift",
+        choices=("warn", "fail"),
+        default=DEFAULTS.drift,
+        help="with {SPAN} in --data: a drift between the newest span and the one before, past "
+        "the thresholds in span_drift_schema.pbtxt, warns or stops the run before training "
+        "(exit 2) (default: %(default)s)",
+    )
     column_list(
         p,
         "--keep-columns",

@@ -91,6 +91,23 @@ def _steps(trainer: dict) -> str:
     return f"{number(t['p50'], '.1f')}/{number(t['p90'], '.1f')}"
 
 
+def spans_and_warm_start_lines(summary: dict) -> list[str]:
+    """The spans the model trained and was evaluated on, and where the twins started."""
+    from amp_pipeline.components.data.spans import describe
+    from amp_pipeline.pipeline.summary import warm_start_text
+
+    lines = []
+    if spans := (summary.get("data") or {}).get("spans"):
+        lines.append(f"  spans        {describe(spans)}: train and eval split 4:1 from them")
+    from amp_pipeline.components.data.span_drift import summary_line
+
+    if line := summary_line((summary.get("data") or {}).get("drift")):
+        lines.append(f"  drift        {line}")
+    if line := warm_start_text(summary):
+        lines.append(f"  warm start   {line}")
+    return lines
+
+
 def reference_line(summary: dict) -> list[str]:
     """The regression label's reference baseline beside the model, one line."""
     ref = summary.get("reference")
@@ -202,6 +219,7 @@ def format_table(summary: dict) -> str:
     ]
     if summary.get("xla_fallback"):
         lines.append(f"  xla          fell back to off: {summary['xla_fallback']}")
+    lines += spans_and_warm_start_lines(summary)
     lines += reference_line(summary)
     if line := baseline_line(summary):
         lines.append(f"  baseline     {line}")
