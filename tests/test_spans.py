@@ -129,11 +129,19 @@ def test_warm_start_says_why_it_trains_from_scratch(tmp_path):
     assert warm_start.prepare(_spec(tmp_path, warm_start="off"))["reason"] == (
         "from scratch: --warm-start off"
     )
-    assert warm_start.prepare(_spec(tmp_path))["reason"] == "from scratch: no production model yet"
+    assert warm_start.prepare(_spec(tmp_path))["reason"] == (
+        f"from scratch: {warm_start.AUTO_WITHOUT_SPANS}"  # auto, a file: a rerun stays cached
+    )
+    warm_start.production_weights.cache_clear()
+    spanned = _spec(tmp_path, data={"spans": {"spans": [2]}})
+    assert warm_start.prepare(spanned)["reason"] == "from scratch: no production model yet"
+    assert warm_start.prepare(_spec(tmp_path, warm_start="on"))["reason"] == (
+        "from scratch: no production model yet"
+    )
     run = tmp_path / "root" / "TrainerAmp" / "model_run" / "7"
     serving = tmp_path / "root" / "TrainerAmp" / "model" / "7" / "Format-Serving"
     assert warm_start.production_run_dir(str(serving)) == run
-    reason = warm_start.prepare(_spec(tmp_path, base_model=str(serving)))["reason"]
+    reason = warm_start.prepare(_spec(tmp_path, base_model=str(serving), warm_start="on"))["reason"]
     assert reason == f"from scratch: the production model's training record is not in {run}"
     production, now = _spec(tmp_path), _spec(tmp_path, data={"categorical_features": []})
     assert "categorical features changed" in warm_start.mismatch(production, now)

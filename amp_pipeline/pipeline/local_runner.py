@@ -378,21 +378,31 @@ def check_model_fits_data(config: RunConfig, data, module_ref) -> None:
         )
 
 
+def has_spans(data: str) -> bool:
+    from amp_pipeline.components.data.spans import has_spans as found
+
+    return found(data)
+
+
 def warm_start_text(config: RunConfig) -> str:
     """What --warm-start means for this run, before it trains: the trainers decide whether the
     production model matches (components/training/warm_start.py), the table says what they did."""
+    from amp_pipeline.components.training import warm_start
+
     if config.train.warm_start == "off":
         return "off (--warm-start off): both twins train from scratch"
+    if not warm_start.wanted(config.train.warm_start, bool(config.data and has_spans(config.data))):
+        return f"from scratch: {warm_start.AUTO_WITHOUT_SPANS}"
     folder = config.serving_dir / config.model_name
     versions = (
         sorted(p.name for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
     )
     if not versions:
-        return "auto: no production model yet, both twins train from scratch"
+        return f"{config.train.warm_start}: no production model yet, both twins train from scratch"
     return (
-        f"auto: both twins start from production model {versions[-1]} if its model, features "
-        "and classes match this run's (vocabularies remapped by value); else from scratch, "
-        "and the table says why"
+        f"{config.train.warm_start}: both twins start from production model {versions[-1]} "
+        "if its model, features and classes match this run's (vocabularies remapped by value); "
+        "else from scratch, and the table says why"
     )
 
 

@@ -18,6 +18,7 @@ from amp_pipeline.components.data.transform import Transform
 from amp_pipeline.components.export import tflite
 from amp_pipeline.components.gate.rules import GateConfig
 from amp_pipeline.components.models.user_module import ModuleRef
+from amp_pipeline.components.training import warm_start
 from amp_pipeline.components.training.options import TrainOptions
 from amp_pipeline.core.data_spec import DataSpec
 from amp_pipeline.pipeline.amp_half import (
@@ -256,7 +257,9 @@ def create_pipeline(
         train_steps=train_steps,
         amp_train_steps=amp_train_steps,
         make_trainer=make_trainer,
-        base_model=production.outputs["model"] if amp.warm_start == "auto" else None,
+        base_model=production.outputs["model"]
+        if warm_start.wanted(amp.warm_start, bool(data.spans))
+        else None,
     )
     judged = judges(
         example_gen.outputs["examples"],

@@ -37,7 +37,7 @@ RECIPE_FIELDS = (
 
 
 REGRESSION_LOSSES = ("mse", "huber")
-WARM_START_MODES = ("auto", "off")  # components/training/warm_start.py
+WARM_START_MODES = ("auto", "on", "off")  # components/training/warm_start.py
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,8 +79,9 @@ class TrainOptions:
         distribution: `auto`, `none`, `mirrored` or `multiworker`
             (components/training/distribution.py); `batch_size` is then per replica.
         cpu_replicas: logical CPU devices `mirrored` uses on a machine without GPUs.
-        warm_start: `auto` starts both twins from the production model's weights where its
-            architecture and features match (vocabularies remapped by value); `off` never.
+        warm_start: `on` starts both twins from the production model's weights where its
+            architecture and features match (vocabularies remapped by value); `auto` does so
+            for data in spans (`{SPAN}`), where each run brings new data; `off` never.
     """
 
     model: str = "cnn"

@@ -1,8 +1,11 @@
 """Warm start: a twin starts from the production model's weights instead of a fresh draw.
 
-With `--warm-start auto` (the default) the Trainer receives the production model as TFX's
-`base_model` (the model the gate last promoted; pipeline/pipeline.py). Both twins then start from
-its weights when it was trained on the same model, the same features and the same classes. Its
+With `--warm-start auto` (the default) on data in spans, and with `--warm-start on` on any input,
+the Trainer receives the production model as TFX's `base_model` (the model the gate last
+promoted; pipeline/pipeline.py). Both twins then start from its weights when it was trained on
+the same model, the same features and the same classes. `auto` leaves other inputs alone: a
+rerun on the same file is answered from TFX's cache, and a production model as a new input
+would make every rerun train again. Its
 training record (train_spec.json and model.keras, in the ModelRun beside the Model artifact)
 says what it was.
 
@@ -50,6 +53,17 @@ FEATURE_FIELDS = (
 MODEL_FIELDS = ("model", "model_options", "model_module")
 
 
+AUTO_WITHOUT_SPANS = (
+    "--warm-start auto warm-starts data in spans ({SPAN} in --data); --warm-start on for this input"
+)
+
+
+def wanted(mode: str, spans: bool) -> bool:
+    """Whether the twins get the production model to start from: `on`, or `auto` on spans
+    (a rerun on the same file stays a rerun: TFX answers it from the cache)."""
+    return mode == "on" or (mode == "auto" and spans)
+
+
 def production_run_dir(base_model: str) -> Path:
     """The ModelRun folder of the execution that wrote `base_model`: TFX lays a Trainer's
     outputs out as <root>/<node>/model/<id>[/Format-Serving] and <root>/<node>/model_run/<id>."""
@@ -68,6 +82,8 @@ def production_weights(spec_json: str) -> tuple[dict[str, Any] | None, dict]:
     record: dict = {"mode": spec.warm_start, "applied": False}
     if spec.warm_start == "off":
         return None, {**record, "reason": "from scratch: --warm-start off"}
+    if not wanted(spec.warm_start, bool(spec.data_spec.get("spans"))):
+        return None, {**record, "reason": f"from scratch: {AUTO_WITHOUT_SPANS}"}
     if not spec.base_model:
         return None, {**record, "reason": "from scratch: no production model yet"}
     run_dir = production_run_dir(spec.base_model)

@@ -125,9 +125,10 @@ def add_model_flags(p: AddsFlags) -> None:
         "--warm-start",
         choices=WARM_START_MODES,
         default=TRAIN.warm_start,
-        help="auto: both twins start from the production model's weights when its model, "
+        help="on: both twins start from the production model's weights when its model, "
         "features and classes match (vocabularies remapped by value), else from scratch, "
-        "saying why; off: always from scratch (default: %(default)s)",
+        "saying why; auto: on for data in spans ({SPAN} in --data), off otherwise (a rerun "
+        "stays cached); off: always from scratch (default: %(default)s)",
     )
     p.add_argument(
         "--accuracy-tolerance",
