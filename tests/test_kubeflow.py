@@ -337,3 +337,81 @@ def test_the_direct_runner_does_not_make_tfx_package_itself_per_component(tmp_pa
     args = BeamProfile("direct").args()
     assert dependency_utils.make_beam_dependency_flags(args) == args
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.e2e
+def test_schedules_are_built_offline_for_vertex_and_kubeflow(compiled):
+    from google.cloud.aiplatform_v1.types import schedule as gca_schedule
+
+    vertex = run_cli(
+        "submit", "--job", str(compiled["vertex"]), "--project", "acme", "--region",
+        "europe-west4", "--schedule", "TZ=Europe/Paris 0 3 * * 1", "--dry-run",
+    )  # fmt: skip
+    assert vertex.returncode == 0, vertex.stderr
+    text = vertex.stdout.split("\n", 1)[1]
+    assert vertex.stdout.startswith("dry run: would create a Vertex Schedule in projects/acme/")
+    body = json.loads(text)
+    assert body["cron"] == "TZ=Europe/Paris 0 3 * * 1" and body["maxConcurrentRunCount"] == "1"
+    job = body["createPipelineJobRequest"]
+    assert job["parent"] == "projects/acme/locations/europe-west4"
+    assert "pipelineSpec" in job["pipelineJob"]
+    json_format.ParseDict(body, gca_schedule.Schedule()._pb)  # the schedules API's own type
+    kubeflow = run_cli(
+        "submit", "--target", "kubeflow", "--job", str(compiled["kubeflow"]), "--schedule",
+        "0 3 1 * *", "--param", 'train_args={"num_steps": 9}', "--dry-run",
+    )  # fmt: skip
+    assert kubeflow.returncode == 0, kubeflow.stderr
+    run = json.loads(kubeflow.stdout.split("\n", 1)[1])
+    assert run["trigger"]["cron_schedule"]["cron"] == "0 0 3 1 * *"  # KFP's seconds field
+    assert run["max_concurrency"] == "1" and run["mode"] == "ENABLE" and run["no_catchup"]
+    assert run["runtime_config"]["parameters"] == {"train_args": '{"num_steps": 9}'}
+    assert run["pipeline_spec"]["root"]["dag"]["tasks"]
+    bad = run_cli(
+        "submit", "--job", str(compiled["vertex"]), "--project", "acme", "--region", "r",
+        "--schedule", "0 25 * * *", "--dry-run",
+    )  # fmt: skip
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == (
+        "amp-pipeline: error: --schedule '0 25 * * *': hour 25 is outside 0-23"
+    )
+
+
+@pytest.mark.parametrize(
+    ("cron", "message"),
+    [
+        ("0 3 * *", "expected 5 fields"),
+        ("0 3 * * MON-FRI", ""),
+        ("*/15 * * * *", ""),
+        ("0 3 1,15 * *", ""),
+        ("60 * * * *", "minute 60 is outside 0-59"),
+        ("0 3 ? * *", "day of month field '?' is not cron syntax"),
+    ],
+)
+def test_cron_is_checked_field_by_field(cron, message):
+    from amp_pipeline.kubeflow.submit import check_cron
+
+    if not message:
+        assert check_cron(cron) == cron
+    else:
+        with pytest.raises(InputError, match=message):
+            check_cron(cron)
+
+
+def test_a_compiled_pipeline_on_spans_reads_the_newest_span_when_each_run_starts(tmp_path):
+    from amp_pipeline.kubeflow.cli import cluster_spans
+    from amp_pipeline.pipeline.pipeline import make_example_gen
+
+    for span in (1, 2):
+        (tmp_path / f"day-{span}").mkdir()
+        (tmp_path / f"day-{span}" / "a.csv").write_text("x,y\n1,0\n2,1\n3,0\n")
+    data = prepare(str(tmp_path / "day-{SPAN}" / "*.csv"), "y", tmp_path / "w")
+    compiled = cluster_spans(data, RunConfig())
+    node = make_example_gen(compiled, "gs://acme/data", compiled.input_pattern)
+    assert not node.exec_properties.get("range_config")  # TFX's driver: the newest span
+    assert "day-{SPAN}/*.csv" in node.exec_properties["input_config"]
+    one = prepare(str(tmp_path / "day-{SPAN}" / "*.csv"), "y", tmp_path / "w", span=1)
+    pinned = make_example_gen(cluster_spans(one, RunConfig(span=1)), "gs://a", one.input_pattern)
+    static = json.loads(pinned.exec_properties["range_config"])["static_range"]
+    assert static == {"start_span_number": 1, "end_span_number": 1}  # --span: that span
+    with pytest.raises(InputError, match="^--rolling-spans 2: a compiled pipeline reads one"):
+        cluster_spans(data, RunConfig(rolling_spans=2))

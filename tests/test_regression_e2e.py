@@ -1,6 +1,7 @@
 """A price CSV from `amp-pipeline run` to a gate decision on the right task: the label detected
 as a regression target, trained standardised, gated on paired absolute errors, served in its own
-units over gRPC and REST, TFLite parity recorded, and a second run judged against production."""
+units over gRPC and REST, TFLite parity recorded. A regression run judged against the model in
+production: tests/test_spans_e2e.py."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import ROOT, run_cli
-from tests.helpers import CHEAP, csv_rows, predict_over_both_protocols, write_csv
+from tests.helpers import csv_rows, predict_over_both_protocols, write_csv
 
 pytestmark = pytest.mark.e2e
 MODEL = "gems"
@@ -178,22 +179,6 @@ def test_the_pushed_model_answers_prices_over_grpc_and_rest(gems_run, tmp_path):
         assert np.all(np.abs(printed[12:] - by_dealer.mean(axis=0)) < 0.5 * spread), protocol
 
 
-def test_a_second_run_is_judged_against_the_production_model(gems_run):
-    data, out, first = gems_run
-    assert first.returncode == 0
-    # Another seed: a new model to judge; the data components come from the cache.
-    result = run_cli(
-        "run", "--data", str(data), "--label", "price", "--output", str(out),
-        "--train-steps", "200", "--seed", "7", *LOOSE, *CHEAP,
-    )  # fmt: skip
-    assert result.returncode in (0, 3), result.stdout[-3000:] + result.stderr[-3000:]
-    summary = json.loads((out / "run_summary.json").read_text())
-    (rule,) = [r for r in summary["gate"]["rules"] if r["name"] == "production_regression"]
-    assert rule["outcome"] != "skipped" and rule["n"] > 250
-    assert "AMP vs production" in rule["detail"] and "MAE" in rule["detail"]
-    assert summary["production"]["mae"] > 0
-
-
 def test_a_litert_only_app_prices_gems_from_raw_rows(gems_run, tmp_path):
     """examples/edge/predict.py with LiteRT and numpy only, on the pushed tflite/ folder and the
     raw CSV (dealer IDs, tag bags, cuts, numbers): each shipped variant within 1% of the
@@ -202,7 +187,7 @@ def test_a_litert_only_app_prices_gems_from_raw_rows(gems_run, tmp_path):
 
     data, out, result = gems_run
     assert result.returncode == 0
-    # This run's push: the oldest version (a later test pushes a second run without TFLite).
+    # This run's push: the oldest version.
     versions = sorted((out / "serving" / "gems").iterdir(), key=lambda p: int(p.name))
     pushed = versions[0]
     card = json.loads((pushed / "tflite" / "model_float32.json").read_text())

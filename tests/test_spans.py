@@ -1,5 +1,5 @@
-"""Spans (components/data/spans.py), their ExampleGen config, the warm start's remapping
-(components/training/warm_start.py) and the drift between spans (components/data/span_drift.py),
+"""Spans (components/data/spans/selection.py), their ExampleGen config, the warm start's remapping
+(components/training/warm_start.py) and the drift between spans (components/data/spans/drift.py),
 without a pipeline run."""
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from amp_pipeline.components.data import ingest, span_drift, spans
+from amp_pipeline.components.data import ingest
+from amp_pipeline.components.data.spans import drift as span_drift
+from amp_pipeline.components.data.spans import selection as spans
 from amp_pipeline.components.training import warm_start
 from amp_pipeline.components.training.options import TrainSpec
 from amp_pipeline.core.errors import InputError

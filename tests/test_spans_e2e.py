@@ -2,19 +2,24 @@
 many semesters ago the lecture was held (lectage 3, 2, 1: spans 1, 2, 3; 2,000 rows each,
 tests/testdata/insteval_sample.csv.gz). The first run trains on spans 1-2 (--rolling-spans 2);
 the next one, at the defaults, on the newest span, warm-started from the pushed model and gated
-against it; a span whose student ages shifted stops a --drift fail run before training."""
+against it, through the documented loop (examples/retrain_when_moved.sh: `monitor` reads served
+traffic that moved, exits 4, and the newest span is retrained); a span whose student ages
+shifted stops a --drift fail run before training."""
 
 from __future__ import annotations
 
 import gzip
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, clean_env, run_cli
 from tests.helpers import CHEAP, pushed_versions
 
 pytestmark = pytest.mark.e2e
@@ -53,8 +58,30 @@ def two_runs(tmp_path_factory):
     first = run_cli("run", "--data", pattern, "--span", "2", "--rolling-spans", "2",
                     "--output", str(out), *ARGS)  # fmt: skip
     first_summary = json.loads((out / "run_summary.json").read_text())
-    second = run_cli("run", "--data", pattern, "--output", str(out), *ARGS)
+    logs = root / "logs"
+    serve_shifted_traffic(out, logs, root / "data" / "span-3" / "ratings.csv")
+    second = subprocess.run(
+        ["bash", str(ROOT / "examples" / "retrain_when_moved.sh"), str(out), str(logs), pattern,
+         "rating", *ARGS[2:]],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+        env={**clean_env(), "AMP_PIPELINE": f"{sys.executable} -m amp_pipeline"},
+    )  # fmt: skip
     return out, (first, first_summary), second
+
+
+def serve_shifted_traffic(out: Path, logs: Path, span_csv: Path) -> None:
+    """The production model's requests as `serve --log-requests` logs them: span 3's rows
+    through predict_raw, each student four semesters further on (the monitor's drift)."""
+    from amp_pipeline.serving.requestlog.writer import RequestLog, RequestLogConfig
+
+    (version,) = pushed_versions(out / "serving" / "model")
+    rows = pd.read_csv(span_csv).assign(studage=lambda t: t.studage + 4)
+    inputs = {c: rows[c].to_numpy(np.int64).reshape(-1, 1) for c in rows if c != "rating"}
+    log = RequestLog(RequestLogConfig(logs))
+    log.draw()
+    answers = {"predictions": np.full((len(rows), 1), 3.2, np.float32)}
+    log.offer("model", int(version), "predict_raw", inputs, answers, set(inputs), "grpc")
+    log.close()
 
 
 def test_rolling_spans_train_on_both_spans_and_say_so(two_runs):
@@ -77,9 +104,14 @@ def test_rolling_spans_train_on_both_spans_and_say_so(two_runs):
     assert summary["data"]["drift"]["span"] == 2 and summary["data"]["drift"]["previous_span"] == 1
 
 
-def test_the_next_span_warm_starts_from_the_pushed_model_and_is_gated_against_it(two_runs):
+def test_monitor_exit_4_retrains_the_next_span_warm_started_and_gated_against_production(
+    two_runs,
+):
     out, _, second = two_runs
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert "retrain: the traffic moved; training on the newest span" in second.stdout
+    monitor = json.loads((out / "monitor" / "monitor.json").read_text())
+    assert "studage" in json.dumps(monitor)
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["data"]["spans"]["spans"] == [3]
     assert summary["data"]["rows"] == 2000
@@ -92,6 +124,8 @@ def test_the_next_span_warm_starts_from_the_pushed_model_and_is_gated_against_it
     rules = {r["name"]: r for r in summary["gate"]["rules"]}
     production = rules["production_regression"]
     assert not production["skipped"] and production["n"] > 300, production  # paired examples
+    assert "AMP vs production" in production["detail"] and "MAE" in production["detail"]
+    assert summary["production"]["mae"] > 0
     assert len(pushed_versions(out / "serving" / "model")) == 2
     report = (out / "report.md").read_text()
     assert "- Spans: span 3 (of 1-3)" in report

@@ -54,7 +54,7 @@ class DataSpec:
             over every row the input check read: Transform standardises the label with them
             and the serving signatures answer in the label's units.
         label_range: a regression label's smallest and largest value.
-        spans: for `--data` with `{SPAN}` (components/data/spans.py), the spans read:
+        spans: for `--data` with `{SPAN}` (components/data/spans/selection.py), the spans read:
             {"spans": [numbers, oldest first], "versions", "available": [every span found],
             "resolved": [each span's pattern], "fingerprint": of the earlier spans' files};
             else empty. `input_pattern` then keeps the placeholders.

@@ -110,24 +110,46 @@ def add_parsers(sub) -> None:
         sub,
         "submit",
         "submit a compiled pipeline to Vertex AI",
-        "Submits a PipelineJob JSON that `compile --target vertex` wrote. --dry-run prints the "
-        "request body it would send and needs no credentials.",
+        "Submits a PipelineJob JSON that `compile --target vertex` wrote, once or, with "
+        "--schedule, as a recurring Vertex Schedule; or, --target kubeflow, a Kubeflow package "
+        "as a recurring run. Data in spans ({SPAN}) then trains on the newest span at each "
+        "run. --dry-run prints the request body it would send and needs no credentials.",
         [
             "amp-pipeline submit --job amp.json --project p --region us-central1 --dry-run",
             "amp-pipeline submit --job amp.json --project p --region us-central1 --param "
-            "train_steps=2000",
+            "train_args='{\"num_steps\": 2000}'",
+            "amp-pipeline submit --job amp.json --project p --region us-central1 "
+            "--schedule 'TZ=Europe/Paris 0 3 * * 1' --dry-run   # Mondays 03:00",
+            "amp-pipeline submit --target kubeflow --job amp.yaml --schedule '0 3 1 * *' "
+            "--host http://localhost:8888   # monthly",
         ],
         (0, 1, 2),
     )
     submit.add_argument(
         "--target",
-        choices=("vertex",),
+        choices=TARGETS,
         default="vertex",
         help="where to submit (default: %(default)s)",
     )
-    submit.add_argument("--job", required=True, help="the compiled PipelineJob JSON")
-    submit.add_argument("--project", required=True, help="the Google Cloud project")
-    submit.add_argument("--region", required=True, help="the Vertex AI region, e.g. us-central1")
+    submit.add_argument(
+        "--job", required=True, help="the compiled PipelineJob JSON (Kubeflow: the YAML package)"
+    )
+    submit.add_argument("--project", help="the Google Cloud project (vertex)")
+    submit.add_argument("--region", help="the Vertex AI region, e.g. us-central1 (vertex)")
+    submit.add_argument(
+        "--schedule",
+        metavar="CRON",
+        help="run on a schedule: five cron fields (minute hour day month weekday), Vertex "
+        "also after TZ=Area/City; one run at a time, missed runs not caught up",
+    )
+    submit.add_argument(
+        "--schedule-name",
+        default="amp-pipeline continuous training",
+        help="the schedule's display name (default: %(default)s)",
+    )
+    submit.add_argument(
+        "--host", help="kubeflow: the KFP API endpoint to create the recurring run on"
+    )
     submit.add_argument(
         "--param",
         action="append",
@@ -138,6 +160,25 @@ def add_parsers(sub) -> None:
     submit.add_argument(
         "--dry-run", action="store_true", help="build the request without credentials and print it"
     )
+
+
+def cluster_spans(data, config):
+    """The spans of a compiled pipeline: without --span, TFX's driver picks the newest span
+    when each run starts (no range config: a schedule trains on what landed since); with
+    --span, that span. A rolling window's earlier spans would be fixed at compile time, so
+    --rolling-spans is the local runner's.
+
+    Raises:
+        InputError: --rolling-spans above 1.
+    """
+    if config.rolling_spans > 1:
+        raise InputError(
+            f"--rolling-spans {config.rolling_spans}: a compiled pipeline reads one span per "
+            "run (the newest when it starts, or --span); a rolling window runs locally"
+        )
+    if config.span is None:
+        return dataclasses.replace(data, spans={**data.spans, "newest_at_run_time": True})
+    return data
 
 
 def error(message) -> int:
@@ -174,6 +215,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
                 span=config.span,
                 rolling_spans=config.rolling_spans,
             )
+        if data.spans:
+            data = cluster_spans(data, config)
         config = dataclasses.replace(config, model_name=model_name_for(config, data))
         config = with_data_steps(config, data)  # a runtime parameter's default on the cluster
         module_ref, copied = None, None
@@ -203,7 +246,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from amp_pipeline.kubeflow.submit import submit
+    from amp_pipeline.kubeflow.submit import kubeflow_recurring_run, schedule, submit
 
     params = {}
     for item in args.param:
@@ -212,12 +255,38 @@ def cmd_submit(args: argparse.Namespace) -> int:
             return error(f"--param {item!r}: expected NAME=VALUE")
         params[name] = value
     try:
-        result = submit(Path(args.job), args.project, args.region, params, args.dry_run)
+        if args.target == "kubeflow":
+            if args.schedule is None:
+                raise InputError(
+                    "--target kubeflow: submit makes a recurring run (--schedule CRON); upload "
+                    "the package in the KFP UI for a single run"
+                )
+            host = None if args.dry_run else args.host
+            if host is None and not args.dry_run:
+                raise InputError("--target kubeflow: --host (the KFP API endpoint) or --dry-run")
+            result = kubeflow_recurring_run(
+                Path(args.job), args.schedule, args.schedule_name, params, host
+            )
+            what, body = "a Kubeflow recurring run", result["recurring_run"]
+        else:
+            missing = [f for f in ("project", "region") if getattr(args, f) is None]
+            if missing:
+                raise InputError(f"--{missing[0]}: needed for --target vertex")
+            if args.schedule is not None:
+                result = schedule(
+                    Path(args.job), args.project, args.region, params, args.schedule,
+                    args.schedule_name, args.dry_run,
+                )  # fmt: skip
+                what = f"a Vertex Schedule in {result['parent']}"
+                body = result["schedule"]
+            else:
+                result = submit(Path(args.job), args.project, args.region, params, args.dry_run)
+                what, body = f"a PipelineJob in {result['parent']}", result["pipeline_job"]
     except InputError as e:
         return error(e)
     if args.dry_run:
-        print(f"dry run: would create a PipelineJob in {result['parent']}:")
-        print(json.dumps(result["pipeline_job"], indent=2))
+        print(f"dry run: would create {what}:")
+        print(json.dumps(body, indent=2))
     else:
         print(f"submitted {result['submitted']}")
     return 0

@@ -156,7 +156,9 @@ def compile_pipeline(
         ),
         pipeline_root=target.pipeline_root,
         data_root=parameter(name="data_root", ptype=str, default=defaults["data_root"]),
-        data_pattern="*",
+        # Spans: the pattern with {SPAN}, under the data_root parameter (the newest span
+        # when the run starts, kubeflow/cli.py::cluster_spans); else every file there.
+        data_pattern=data.input_pattern if data.spans else "*",
         serving_base=target.serving_base,
         # TrainArgs as a whole is the parameter (TFX takes no parameter inside a proto): a
         # JSON TrainArgs such as {"num_steps": 300}.

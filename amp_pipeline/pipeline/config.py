@@ -74,7 +74,7 @@ class RunConfig:
         span: with `{SPAN}` in `data`, the span to train on (None: the newest).
         rolling_spans: with `{SPAN}`, how many consecutive spans, ending at `span`, to train on.
         drift: with `{SPAN}`, what a drift between the newest span and the one before does:
-            `warn`, or `fail` (the run stops before training; components/data/span_drift.py).
+            `warn`, or `fail` (the run stops before training; components/data/spans/drift.py).
     """
 
     data: str | None = None

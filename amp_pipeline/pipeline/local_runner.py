@@ -19,11 +19,9 @@ from amp_pipeline.pipeline.config import (
     model_for,
     model_name_for,
     model_options_for,
-    model_reason,
-    steps_text,
     with_data_steps,
 )
-from amp_pipeline.pipeline.progress import captured_output
+from amp_pipeline.pipeline.progress import captured_output, write_header
 from amp_pipeline.pipeline.run_lock import OutputLock, check_output
 from amp_pipeline.pipeline.signals import Interrupted, deferred, interruptible
 
@@ -184,7 +182,7 @@ def _run_locked(config: RunConfig) -> dict:
             )
             config = dataclasses.replace(config, model_name=model_name_for(config, data))
             config = with_data_steps(config, data)
-            from amp_pipeline.components.data import span_drift
+            from amp_pipeline.components.data.spans import drift as span_drift
 
             drift = span_drift.compare(data, output)
             span_drift.check(drift, config.drift)
@@ -375,77 +373,6 @@ def check_model_fits_data(config: RunConfig, data, module_ref) -> None:
                 else "no categorical column (an ID column, a string column of more than 16 "
                 "values); name one with --categorical-columns"
             )
-        )
-
-
-def has_spans(data: str) -> bool:
-    from amp_pipeline.components.data.spans import has_spans as found
-
-    return found(data)
-
-
-def warm_start_text(config: RunConfig) -> str:
-    """What --warm-start means for this run, before it trains: the trainers decide whether the
-    production model matches (components/training/warm_start.py), the table says what they did."""
-    from amp_pipeline.components.training import warm_start
-
-    if config.train.warm_start == "off":
-        return "off (--warm-start off): both twins train from scratch"
-    if not warm_start.wanted(config.train.warm_start, bool(config.data and has_spans(config.data))):
-        return f"from scratch: {warm_start.AUTO_WITHOUT_SPANS}"
-    folder = config.serving_dir / config.model_name
-    versions = (
-        sorted(p.name for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
-    )
-    if not versions:
-        return f"{config.train.warm_start}: no production model yet, both twins train from scratch"
-    return (
-        f"{config.train.warm_start}: both twins start from production model {versions[-1]} "
-        "if its model, features and classes match this run's (vocabularies remapped by value); "
-        "else from scratch, and the table says why"
-    )
-
-
-def write_header(terminal, config: RunConfig, data, recipe, probe: dict | None = None) -> None:
-    """The run's first lines: warnings, what runs on what, the recipe's probe (does this
-    model's largest matmul gain in the AMP precision here?), every notice about the data."""
-    for warning in recipe.warnings:
-        terminal.write(f"WARNING: {warning}\n")
-    from amp_pipeline.components.data.report import task_text
-
-    terminal.write(
-        f"amp-pipeline: {data.source} ({data.rows} rows, {task_text(data)}), "
-        f"model {model_for(config, data)}, AMP policy {recipe.policy} [{recipe.reason}]\n"
-    )
-    if probe is not None:
-        from amp_pipeline.components.amp.diagnosis import probe_text
-
-        terminal.write(f"  probe: {probe_text(probe)}\n")
-    reason = model_reason(config, data)
-    if reason:
-        terminal.write(f"  model: {reason}\n")
-    terminal.write(f"  steps: {steps_text(config, data)}\n")
-    if data.spans:
-        from amp_pipeline.components.data.spans import describe
-
-        terminal.write(f"  spans: {describe(data.spans)}, {data.rows:,} rows\n")
-    terminal.write(f"  warm start: {warm_start_text(config)}\n")
-    for notice in data.notices:
-        terminal.write(f"  note: {notice}\n")
-    if (data.text_features or data.categorical_features or data.bag_features) and (
-        "int8" in config.train.tflite_variants
-    ):
-        what = "a text model" if data.text_features else "a model with category ids"
-        terminal.write(
-            f"  note: no int8 TFLite variant for {what}: full-integer quantization "
-            "would put its ids on 256 levels (float32, float16 and dynamic_int8 "
-            "are built)\n"
-        )
-    elif data.regression and "int8" in config.train.tflite_variants:
-        terminal.write(
-            "  note: no int8 TFLite variant for a regression label: full-integer quantization "
-            "puts the answer on 256 levels and clips unseen inputs (float32, float16 and "
-            "dynamic_int8 are built)\n"
         )
 
 

@@ -39,7 +39,8 @@ ANOMALY_CHECK = "AnomalyCheck"
 def make_example_gen(data: DataSpec, input_base, pattern: str):
     """ExampleGen for the input: CSV through our reader, TFRecord (and converted image folders)
     through ImportExampleGen; with spans, TFX's static range names the newest selected span
-    and the earlier spans of a rolling window travel beside it (components/data/spans.py)."""
+    and the earlier spans of a rolling window travel beside it
+    (components/data/spans/selection.py)."""
     input_config = example_gen_pb2.Input(
         splits=[example_gen_pb2.Input.Split(name="single_split", pattern=pattern)]
     )
@@ -52,7 +53,9 @@ def make_example_gen(data: DataSpec, input_base, pattern: str):
         )
     )
     range_config, earlier = None, ""
-    if data.spans:
+    # A compiled pipeline without --span: no range config, TFX's driver takes the newest span
+    # when the run starts (kubeflow/cli.py::cluster_spans).
+    if data.spans and not data.spans.get("newest_at_run_time"):
         from tfx.proto import range_config_pb2
 
         newest = data.spans["spans"][-1]

@@ -1,4 +1,5 @@
-"""Console progress: one line per TFX component with its elapsed time; the full log to a file."""
+"""Console progress: the run's header (what runs on what, spans, warm start, the data's notices),
+then one line per TFX component with its elapsed time; the full log to a file."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
+
+from amp_pipeline.pipeline.config import RunConfig, model_for, model_reason, steps_text
 
 HEARTBEAT_SECONDS = 10.0
 RSS_SAMPLE_SECONDS = 0.2
@@ -161,3 +164,69 @@ def captured_output(log_path: Path) -> Iterator[tuple[ProgressHandler, TextIO]]:
         except OSError:  # a full disk: the run's own error says so, in one line
             pass
         console.flush()
+
+
+def warm_start_text(config: RunConfig) -> str:
+    """What --warm-start means for this run, before it trains: the trainers decide whether the
+    production model matches (components/training/warm_start.py), the table says what they did."""
+    from amp_pipeline.components.data.spans.selection import has_spans
+    from amp_pipeline.components.training import warm_start
+
+    if config.train.warm_start == "off":
+        return "off (--warm-start off): both twins train from scratch"
+    if not warm_start.wanted(config.train.warm_start, bool(config.data and has_spans(config.data))):
+        return f"from scratch: {warm_start.AUTO_WITHOUT_SPANS}"
+    folder = config.serving_dir / config.model_name
+    versions = (
+        sorted(p.name for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
+    )
+    if not versions:
+        return f"{config.train.warm_start}: no production model yet, both twins train from scratch"
+    return (
+        f"{config.train.warm_start}: both twins start from production model {versions[-1]} "
+        "if its model, features and classes match this run's (vocabularies remapped by value); "
+        "else from scratch, and the table says why"
+    )
+
+
+def write_header(terminal, config: RunConfig, data, recipe, probe: dict | None = None) -> None:
+    """The run's first lines: warnings, what runs on what, the recipe's probe (does this
+    model's largest matmul gain in the AMP precision here?), every notice about the data."""
+    for warning in recipe.warnings:
+        terminal.write(f"WARNING: {warning}\n")
+    from amp_pipeline.components.data.report import task_text
+
+    terminal.write(
+        f"amp-pipeline: {data.source} ({data.rows} rows, {task_text(data)}), "
+        f"model {model_for(config, data)}, AMP policy {recipe.policy} [{recipe.reason}]\n"
+    )
+    if probe is not None:
+        from amp_pipeline.components.amp.diagnosis import probe_text
+
+        terminal.write(f"  probe: {probe_text(probe)}\n")
+    reason = model_reason(config, data)
+    if reason:
+        terminal.write(f"  model: {reason}\n")
+    terminal.write(f"  steps: {steps_text(config, data)}\n")
+    if data.spans:
+        from amp_pipeline.components.data.spans.selection import describe
+
+        terminal.write(f"  spans: {describe(data.spans)}, {data.rows:,} rows\n")
+    terminal.write(f"  warm start: {warm_start_text(config)}\n")
+    for notice in data.notices:
+        terminal.write(f"  note: {notice}\n")
+    if (data.text_features or data.categorical_features or data.bag_features) and (
+        "int8" in config.train.tflite_variants
+    ):
+        what = "a text model" if data.text_features else "a model with category ids"
+        terminal.write(
+            f"  note: no int8 TFLite variant for {what}: full-integer quantization "
+            "would put its ids on 256 levels (float32, float16 and dynamic_int8 "
+            "are built)\n"
+        )
+    elif data.regression and "int8" in config.train.tflite_variants:
+        terminal.write(
+            "  note: no int8 TFLite variant for a regression label: full-integer quantization "
+            "puts the answer on 256 levels and clips unseen inputs (float32, float16 and "
+            "dynamic_int8 are built)\n"
+        )

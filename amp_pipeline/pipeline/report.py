@@ -306,8 +306,8 @@ def reference_figures(ref: dict, higher: str) -> tuple[str, str]:
 
 def spans_lines(summary: dict) -> list[str]:
     """The spans and the warm start, one line each where they apply."""
-    from amp_pipeline.components.data.spans import describe
-    from amp_pipeline.pipeline.summary import warm_start_text
+    from amp_pipeline.components.data.spans.selection import describe
+    from amp_pipeline.components.training.warm_start import summary_text as warm_start_text
 
     lines = []
     if spans := (summary.get("data") or {}).get("spans"):
@@ -317,7 +317,7 @@ def spans_lines(summary: dict) -> list[str]:
         )
     if text := warm_start_text(summary):
         lines.append(f"- Warm start: {text}")
-    from amp_pipeline.components.data.span_drift import summary_line
+    from amp_pipeline.components.data.spans.drift import summary_line
 
     if line := summary_line((summary.get("data") or {}).get("drift")):
         lines.append(f"- Drift between spans: {line}")

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from amp_pipeline.components.amp import readiness
 from amp_pipeline.components.amp.precision import Recipe
 from amp_pipeline.components.gate import twins
 from amp_pipeline.components.speed import record as speed_record
@@ -138,17 +139,6 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     if a is None or b is None or not b or math.isnan(a) or math.isnan(b):
         return None
     return a / b
-
-
-def warm_start_text(summary: dict) -> str:
-    """'both twins from the production model (...)', or each twin's reason."""
-    starts = summary.get("warm_start") or {}
-    fp32, amp = starts.get("fp32") or {}, starts.get("amp") or {}
-    if not fp32 and not amp:
-        return ""
-    if fp32.get("reason") == amp.get("reason"):
-        return f"both twins {amp.get('reason', '')}"
-    return f"AMP twin {amp.get('reason', 'n/a')}; float32 twin {fp32.get('reason', 'n/a')}"
 
 
 def data_summary(data_dict: dict) -> dict:
@@ -319,7 +309,7 @@ def build_summary(
         "model": amp.get("model"),
         "model_module": amp.get("model_module"),
         "output_fix": amp.get("output_fix"),
-        "readiness": readiness_summary(amp.get("readiness")),
+        "readiness": readiness.summary(amp.get("readiness")),
         "autotune": autotune_summary(amp.get("autotune")),
         "distribution": amp.get("distribution"),
         "why_not_faster": why_not_faster(
@@ -406,23 +396,6 @@ def autotune_summary(report: dict | None) -> dict | None:
             for key, r in report.get("candidates", {}).items()
         },
         "parity": report.get("parity", []),
-    }
-
-
-def readiness_summary(report: dict | None) -> dict | None:
-    """The readiness check's verdict without its per-layer tables (those are in figures.json
-    and readiness.json)."""
-    if report is None:
-        return None
-    numeric = report.get("numeric") or {}
-    return {
-        "policy": report["policy"],
-        "ok": report["ok"],
-        "findings": report["findings"],
-        "numeric": {k: v for k, v in numeric.items() if k not in ("layers", "output_dtypes")},
-        "compile": report.get("compile"),
-        "tensor_core_advice": report.get("tensor_core_advice", []),
-        "float32_layers": report.get("float32_layers", []),
     }
 
 

@@ -324,3 +324,20 @@ def readiness_report(
         "float32_layers": ignoring,
         "dtype_report": dtypes,
     }
+
+
+def summary(report: dict | None) -> dict | None:
+    """The readiness check's verdict without its per-layer tables (those are in figures.json
+    and readiness.json)."""
+    if report is None:
+        return None
+    numeric = report.get("numeric") or {}
+    return {
+        "policy": report["policy"],
+        "ok": report["ok"],
+        "findings": report["findings"],
+        "numeric": {k: v for k, v in numeric.items() if k not in ("layers", "output_dtypes")},
+        "compile": report.get("compile"),
+        "tensor_core_advice": report.get("tensor_core_advice", []),
+        "float32_layers": report.get("float32_layers", []),
+    }

@@ -62,7 +62,7 @@ from amp_pipeline.core.runner import runs_locally
 logger = logging.getLogger(__name__)
 
 CSV_FORMAT_KEY = "csv_format"
-# A rolling window's earlier spans (components/data/spans.py): their patterns relative to
+# A rolling window's earlier spans (components/data/spans/selection.py): their patterns relative to
 # input_base and a fingerprint of their files (so that a changed earlier span is not answered
 # from the cache), as JSON; TFX's driver resolves the newest span itself.
 EARLIER_SPANS_KEY = "earlier_spans"

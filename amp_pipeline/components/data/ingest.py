@@ -15,7 +15,6 @@ import logging
 import math
 from pathlib import Path
 
-from amp_pipeline.components.data import spans
 from amp_pipeline.components.data.labels import _classes, label_notices
 from amp_pipeline.components.data.record_inputs import (
     TFRECORD_SUFFIXES,
@@ -24,6 +23,7 @@ from amp_pipeline.components.data.record_inputs import (
     inspect_tfrecords,
     write_if_changed,
 )
+from amp_pipeline.components.data.spans import selection as spans
 from amp_pipeline.core.data_spec import CLASSIFICATION, REGRESSION, DataSpec
 from amp_pipeline.core.errors import InputError
 
@@ -328,7 +328,7 @@ def prepare(
     TFRecord file or folder, or an image folder (one subfolder per class). `csv_options`
     (amp_pipeline.components.data.inspection.CsvOptions) are the user's CSV flags. A pattern
     with `{SPAN}` reads the newest span, `span`, and the `rolling_spans - 1` before it
-    (components/data/spans.py).
+    (components/data/spans/selection.py).
 
     Raises:
         InputError: with a one-line message naming the file, column or flag.

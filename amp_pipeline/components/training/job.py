@@ -1,4 +1,6 @@
-"""Training under one precision policy: small pure units and `train_and_export(spec)`.
+"""Training under one precision policy: small pure units and `train_and_export(spec)`, each of
+its phases timed and logged as it ends (Phases: reading, readiness, fitting, exporting, ...), so
+that a slowdown shows in `train.log` and in figures.json's `phases`.
 
 This runs inside a fresh process (components/training/process.py) so that the global dtype policy of
 one trainer never leaks into the other and its peak memory is its own.
@@ -6,9 +8,12 @@ one trainer never leaks into the other and its peak memory is its own.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import resource
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +28,6 @@ from amp_pipeline.components.training.fitting import (
 )
 from amp_pipeline.components.training.model_building import distributed, is_regression, model_spec
 from amp_pipeline.components.training.options import TrainSpec
-from amp_pipeline.components.training.phases import Phases
 from amp_pipeline.components.training.twin_export import (
     category_coverage,
     export_checked,
@@ -34,6 +38,30 @@ from amp_pipeline.components.training.twin_export import (
 from amp_pipeline.core import names
 
 logger = logging.getLogger(__name__)
+
+
+class Phases:
+    """Seconds per named phase, in the order they ran; a phase run twice adds up."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._started = time.perf_counter()
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Times the block as `name` and logs `phase <name>: 1.2 s` when it ends."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            took = time.perf_counter() - started
+            self.seconds[name] = self.seconds.get(name, 0.0) + took
+            logger.info("phase %s: %.1f s", name, took)
+
+    def summary(self) -> dict[str, float]:
+        """{phase: seconds, ..., "total": seconds since this clock started}, rounded to 0.1 s."""
+        total = time.perf_counter() - self._started
+        return {**{k: round(v, 1) for k, v in self.seconds.items()}, "total": round(total, 1)}
 
 
 def train_and_export(spec: TrainSpec, strategy=None) -> dict:

@@ -293,3 +293,14 @@ def apply(spec: TrainSpec, model) -> dict:
         "layers": len(planned),
         "remapped": remapped,
     }
+
+
+def summary_text(summary: dict) -> str:
+    """'both twins from the production model (...)', or each twin's reason."""
+    starts = summary.get("warm_start") or {}
+    fp32, amp = starts.get("fp32") or {}, starts.get("amp") or {}
+    if not fp32 and not amp:
+        return ""
+    if fp32.get("reason") == amp.get("reason"):
+        return f"both twins {amp.get('reason', '')}"
+    return f"AMP twin {amp.get('reason', 'n/a')}; float32 twin {fp32.get('reason', 'n/a')}"

@@ -28,6 +28,7 @@ from amp_pipeline.components.training.options import (
 from amp_pipeline.core import argtypes
 from amp_pipeline.core.cli_help import AddsFlags, Grouped
 from amp_pipeline.pipeline.beam import BEAM_RUNNERS, BeamProfile
+from amp_pipeline.pipeline.cli.span_flags import add_span_flags
 from amp_pipeline.pipeline.config import (
     AUTO_PASSES,
     AUTO_STEPS_MAX,
@@ -379,29 +380,7 @@ def add_csv_flags(p: AddsFlags) -> None:
     """How CSV inputs are read: `run`, `compile`, `check-model` and `inspect` read them alike;
     with them, which spans of a `{SPAN}` pattern."""
     add_csv_reading_flags(p)
-    p.add_argument(
-        "--span",
-        type=argtypes.count,
-        default=None,
-        help="with {SPAN} in --data (e.g. 'exports/span-{SPAN}/*.csv'): the span to train on "
-        "(default: the newest)",
-    )
-    p.add_argument(
-        "--rolling-spans",
-        type=argtypes.positive,
-        default=DEFAULTS.rolling_spans,
-        metavar="K",
-        help="with {SPAN} in --data: train on the K consecutive spans ending at --span "
-        "(default: %(default)s)",
-    )
-    p.add_argument(
-        "--drift",
-        choices=("warn", "fail"),
-        default=DEFAULTS.drift,
-        help="with {SPAN} in --data: a drift between the newest span and the one before, past "
-        "the thresholds in span_drift_schema.pbtxt, warns or stops the run before training "
-        "(exit 2) (default: %(default)s)",
-    )
+    add_span_flags(p)
     column_list(
         p,
         "--keep-columns",

@@ -93,13 +93,13 @@ def _steps(trainer: dict) -> str:
 
 def spans_and_warm_start_lines(summary: dict) -> list[str]:
     """The spans the model trained and was evaluated on, and where the twins started."""
-    from amp_pipeline.components.data.spans import describe
-    from amp_pipeline.pipeline.summary import warm_start_text
+    from amp_pipeline.components.data.spans.selection import describe
+    from amp_pipeline.components.training.warm_start import summary_text as warm_start_text
 
     lines = []
     if spans := (summary.get("data") or {}).get("spans"):
         lines.append(f"  spans        {describe(spans)}: train and eval split 4:1 from them")
-    from amp_pipeline.components.data.span_drift import summary_line
+    from amp_pipeline.components.data.spans.drift import summary_line
 
     if line := summary_line((summary.get("data") or {}).get("drift")):
         lines.append(f"  drift        {line}")

@@ -92,7 +92,7 @@ def compare(
                 "skipped": "drift between spans is computed for CSV spans only"}  # fmt: skip
     import tensorflow_data_validation as tfdv
 
-    from amp_pipeline.components.data import spans
+    from amp_pipeline.components.data.spans import selection as spans
 
     base = Path(data.input_base)
     columns = compared_columns(data)
