@@ -1,6 +1,7 @@
 """Compiled Kubeflow/Vertex pipelines parse with kfp's own protos and match the local DAG."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -393,7 +394,7 @@ def test_cron_is_checked_field_by_field(cron, message):
     if not message:
         assert check_cron(cron) == cron
     else:
-        with pytest.raises(InputError, match=message):
+        with pytest.raises(InputError, match=re.escape(message)):
             check_cron(cron)
 
 
