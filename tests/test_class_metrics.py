@@ -118,3 +118,57 @@ def test_pr_auc_is_read_for_the_rare_class_when_it_is_class_0():
     ones = np.ones((1, n))
     moved = class_1(p1_fp32, labels == 1, ones)[0] - class_1(p1_amp, labels == 1, ones)[0]
     assert abs(moved) < 0.01  # inside the tolerance: class 1's area would have passed
+
+
+def _three_classes(n: int, rng, seeds: int = 1) -> class_metrics.ClassEvidence:
+    """Three classes (50/30/20%); each twin right with a class's own probability, the twins'
+    rights correlated (AMP copies float32's answer 70% of the time)."""
+    labels = rng.choice(3, size=n, p=[0.5, 0.3, 0.2])
+    fp32_right = rng.random((seeds, n)) < np.array([0.8, 0.7, 0.6])[labels]
+    amp_right = np.where(
+        rng.random((seeds, n)) < 0.7,
+        fp32_right,
+        rng.random((seeds, n)) < np.array([0.78, 0.7, 0.5])[labels],
+    )
+    wrong = (labels + 1) % 3
+    return class_metrics.ClassEvidence(
+        labels=labels,
+        amp=np.where(amp_right, labels, wrong),
+        fp32=np.where(fp32_right, labels, wrong),
+        classes=("a", "b", "c"),
+    )
+
+
+def test_the_bootstrap_over_distinct_examples_is_the_bootstrap_over_examples():
+    """macro_recall resamples the distinct (label, answers) rows with their counts: the same
+    estimate as over every example, and the interval of the same distribution (within the
+    resampling noise of 1,000 draws)."""
+    e = _three_classes(20_000, np.random.default_rng(3), seeds=2)
+    (fast,) = class_metrics.class_rules(e, 0.05, 0.01, False)
+    k = len(e.classes)
+    slow = class_metrics._bootstrap_rule(
+        "macro_recall", "macro-averaged recall",
+        lambda predicted, weights: class_metrics._macro_recall(e.labels, predicted, k, weights),
+        e, e.amp, e.fp32, 0.05, False,
+    )  # fmt: skip
+    assert fast.value == pytest.approx(slow.value, abs=1e-12)
+    width = slow.interval[1] - slow.interval[0]
+    assert abs(fast.interval[0] - slow.interval[0]) < 0.1 * width
+    assert abs(fast.interval[1] - slow.interval[1]) < 0.1 * width
+    labels, amp, _, counts = class_metrics.distinct_examples(e.labels, e.amp, e.fp32)
+    assert counts.sum() == e.labels.size and len(counts) <= 3 * 4 * 4  # 3 classes x 2 seeds
+
+
+def test_the_macro_recall_interval_covers_the_true_difference_95_times_in_100():
+    """The true difference of the simulation: mean over classes of AMP's minus float32's
+    probability of being right (0.7*p + 0.3*q - p)."""
+    p, q = np.array([0.8, 0.7, 0.6]), np.array([0.78, 0.7, 0.5])
+    truth = float(np.mean(0.7 * p + 0.3 * q - p))
+    rng = np.random.default_rng(11)
+    covered = 0
+    runs = 200
+    for _ in range(runs):
+        (rule,) = class_metrics.class_rules(_three_classes(600, rng), 0.05, 0.01, False)
+        covered += rule.interval[0] <= truth <= rule.interval[1]
+    # 95% nominal; 200 runs put the share within about 0.03 of it.
+    assert covered / runs >= 0.90, covered / runs

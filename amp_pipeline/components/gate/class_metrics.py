@@ -129,13 +129,26 @@ def _macro_recall(labels: np.ndarray, predicted: np.ndarray, classes: int, weigh
 
 
 def _bootstrap_rule(
-    name: str, what: str, metric, e: ClassEvidence, amp, fp32, tolerance: float, strict: bool
+    name: str,
+    what: str,
+    metric,
+    e: ClassEvidence,
+    amp,
+    fp32,
+    tolerance: float,
+    strict: bool,
+    multiplicity: np.ndarray | None = None,
 ) -> Rule:
     """A rule on the difference AMP - float32 of `metric(values, weights)` averaged over seeds,
-    its 95% interval a paired bootstrap over examples."""
+    its 95% interval a paired bootstrap over examples. With `multiplicity`, the values are the
+    distinct examples (distinct_examples) and each one's count: a resample of the n examples
+    is then a multinomial draw of counts over the distinct ones, the same distribution at the
+    cost of a few dozen cells instead of n (17 s -> well under 1 s for 200,000 examples)."""
     n = e.labels.size
     rng = np.random.default_rng(gate_stats.SEED)
-    ones = np.ones((1, n))
+    base = np.ones(n) if multiplicity is None else np.asarray(multiplicity, np.float64)
+    ones = base[None, :]
+    cells = base.size
 
     def difference(weights: np.ndarray) -> np.ndarray:
         per_seed = [metric(a, weights) - metric(f, weights) for a, f in zip(amp, fp32, strict=True)]
@@ -143,10 +156,10 @@ def _bootstrap_rule(
 
     estimate = float(difference(ones)[0])
     draws = []
-    chunk = max(1, min(100, 2_000_000 // n))  # weights arrays of at most 16 MB on large splits
+    chunk = max(1, min(100, 2_000_000 // cells))  # weights of at most 16 MB on large splits
     for start in range(0, RESAMPLES, chunk):
         size = min(chunk, RESAMPLES - start)
-        draws.append(difference(rng.multinomial(n, np.full(n, 1 / n), size=size)))
+        draws.append(difference(rng.multinomial(n, base / n, size=size)))
     lo, hi = np.nanquantile(np.concatenate(draws), [0.025, 0.975])
     lo, hi = float(min(lo, estimate)), float(max(hi, estimate))
     if lo == hi == estimate == 0.0:
@@ -224,8 +237,9 @@ def class_rules(
             )
     elif len(e.classes) > 2:
         k = len(e.classes)
+        labels, amp, fp32, counts = distinct_examples(e.labels, e.amp, e.fp32)
 
-        def metric(predicted, weights, labels=e.labels):  # the same signature as the AUCs'
+        def metric(predicted, weights, labels=labels):  # the same signature as the AUCs'
             return _macro_recall(labels, predicted, k, weights)
 
         rules.append(
@@ -234,10 +248,22 @@ def class_rules(
                 "macro-averaged recall",
                 metric,
                 e,
-                e.amp,
-                e.fp32,
+                amp,
+                fp32,
                 recall_tolerance,
                 strict,
+                multiplicity=counts,
             )  # fmt: skip
         )
     return rules
+
+
+def distinct_examples(labels: np.ndarray, amp: np.ndarray, fp32: np.ndarray) -> tuple:
+    """(labels, AMP's (seeds, m), float32's (seeds, m), counts (m)) of the distinct examples:
+    an example is its label and both twins' answers per seed, so examples alike are
+    interchangeable in any metric of labels and answers, and resampling n examples is drawing
+    counts over the m distinct ones."""
+    seeds = amp.shape[0]
+    rows = np.concatenate([labels[None, :], amp, fp32]).T.astype(np.int64)
+    distinct, counts = np.unique(rows, axis=0, return_counts=True)
+    return distinct[:, 0], distinct[:, 1 : 1 + seeds].T, distinct[:, 1 + seeds :].T, counts
