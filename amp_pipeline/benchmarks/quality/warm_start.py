@@ -81,12 +81,12 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copytree(base, out)
             result = run(pattern, out, "--span", str(args.base_span + 1), "--train-steps",
                          str(steps), "--warm-start", mode)  # fmt: skip
-            rows.append({"steps": steps, "warm_start": mode, **result})
+            rows.append({"steps": steps, "mode": mode, **result})
             print(json.dumps(rows[-1]), flush=True)
             shutil.rmtree(out / "tfx", ignore_errors=True)
     most = max(args.steps)
-    target = next(r["rmse"] for r in rows if r["steps"] == most and r["warm_start"] == "off")
-    reached = [r["steps"] for r in rows if r["warm_start"] == "on" and r["rmse"] <= target]
+    target = next(r["rmse"] for r in rows if r["steps"] == most and r["mode"] == "off")
+    reached = [r["steps"] for r in rows if r["mode"] == "on" and r["rmse"] <= target]
     record = {
         "machine": cpu_name(),
         "base_span": args.base_span,
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         "| steps | warm start | RMSE | MAE | wall s |",
         "|---:|---|---:|---:|---:|",
         *(
-            f"| {r['steps']} | {r['warm_start']} | {r['rmse']:.4f} | {r['mae']:.4f} | "
+            f"| {r['steps']} | {r['mode']} | {r['rmse']:.4f} | {r['mae']:.4f} | "
             f"{r['wall_s']} |"
             for r in rows
         ),
