@@ -104,8 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         "| steps | warm start | RMSE | MAE | wall s |",
         "|---:|---|---:|---:|---:|",
         *(
-            f"| {r['steps']} | {r['mode']} | {r['rmse']:.4f} | {r['mae']:.4f} | "
-            f"{r['wall_s']} |"
+            f"| {r['steps']} | {r['mode']} | {r['rmse']:.4f} | {r['mae']:.4f} | {r['wall_s']} |"
             for r in rows
         ),
         "",
