@@ -47,21 +47,26 @@ def build_request(job: dict, project: str, region: str, parameters: dict) -> dic
     }
 
 
-def submit(job_path: Path, project: str, region: str, parameters: dict, dry_run: bool) -> dict:
-    """Dry run: returns the request without credentials. Else submits and returns its name."""
-    job = load_job(job_path)
-    request = build_request(job, project, region, parameters)
-    if dry_run:
-        return request
+def _pipeline_job(job: dict, job_path: Path, parameters: dict, project: str, region: str):
+    """The SDK's PipelineJob for a compiled job (credentials needed from here on)."""
     from google.cloud import aiplatform
 
-    pipeline_job = aiplatform.PipelineJob(
+    return aiplatform.PipelineJob(
         display_name=job.get("displayName", "amp-pipeline"),
         template_path=str(job_path),
         parameter_values=parameters,
         project=project,
         location=region,
     )
+
+
+def submit(job_path: Path, project: str, region: str, parameters: dict, dry_run: bool) -> dict:
+    """Dry run: returns the request without credentials. Else submits and returns its name."""
+    job = load_job(job_path)
+    request = build_request(job, project, region, parameters)
+    if dry_run:
+        return request
+    pipeline_job = _pipeline_job(job, job_path, parameters, project, region)
     pipeline_job.submit()
     return {**request, "submitted": pipeline_job.resource_name}
 
@@ -139,15 +144,7 @@ def schedule(
     request = schedule_request(build_request(job, project, region, parameters), cron, display_name)
     if dry_run:
         return request
-    from google.cloud import aiplatform
-
-    pipeline_job = aiplatform.PipelineJob(
-        display_name=job.get("displayName", "amp-pipeline"),
-        template_path=str(job_path),
-        parameter_values=parameters,
-        project=project,
-        location=region,
-    )
+    pipeline_job = _pipeline_job(job, job_path, parameters, project, region)
     created = pipeline_job.create_schedule(
         cron=request["schedule"]["cron"],
         display_name=display_name,
