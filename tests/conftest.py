@@ -91,6 +91,7 @@ def no_left_over_processes():
 # BF16, 2026-12-07), longest first. A file not listed runs after these; a stale order only
 # schedules worse.
 LONGEST_FIRST = (
+    "test_spans_e2e.py",
     "test_pipeline_e2e.py",
     "test_byom_e2e.py",
     "test_inputs_e2e.py",

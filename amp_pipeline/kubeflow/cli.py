@@ -187,10 +187,9 @@ def error(message) -> int:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from amp_pipeline.components.data import ingest
     from amp_pipeline.kubeflow.runner import compile_pipeline
     from amp_pipeline.pipeline import user_model
-    from amp_pipeline.pipeline.config import model_name_for, with_data_steps
+    from amp_pipeline.pipeline.config import prepared, with_data_steps
 
     try:
         target = ClusterTarget(
@@ -207,17 +206,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
         # --output here is the compiled file, not a run's output folder.
         config = flags.run_config(args, output="output")
         with tempfile.TemporaryDirectory() as tmp:
-            data = ingest.prepare(
-                config.data,
-                config.label,
-                Path(tmp),
-                csv_options=config.csv,
-                span=config.span,
-                rolling_spans=config.rolling_spans,
-            )
+            config, data = prepared(config, Path(tmp))
         if data.spans:
             data = cluster_spans(data, config)
-        config = dataclasses.replace(config, model_name=model_name_for(config, data))
         config = with_data_steps(config, data)  # a runtime parameter's default on the cluster
         module_ref, copied = None, None
         if args.model_module:

@@ -192,6 +192,27 @@ def model_name_for(config: RunConfig, data: DataSpec) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "_", stem).strip("_") or "model"
 
 
+def prepared(config: RunConfig, folder: Path | None = None) -> tuple[RunConfig, DataSpec]:
+    """The run's input checked and read (ingest.prepare, into `folder`, by default
+    `<output>/data`), and the config with the served model's name filled in.
+
+    Raises:
+        InputError: bad data or flags (exit code 2).
+    """
+    from amp_pipeline.components.data import ingest
+
+    data = ingest.prepare(
+        config.data,
+        config.label,
+        folder or config.output_dir / "data",
+        config.image_size,
+        config.csv,
+        config.span,
+        config.rolling_spans,
+    )
+    return dataclasses.replace(config, model_name=model_name_for(config, data)), data
+
+
 # The default training length: AUTO_PASSES passes over the train split (a fifth of the labelled
 # rows is the eval split), at least AUTO_STEPS_MIN steps and at most AUTO_STEPS_MAX. A fixed 300
 # steps of 64 read a third of InstEval's 58,736 train ratings (RMSE 1.253); the MLP with ID

@@ -12,7 +12,7 @@ from typing import TextIO
 
 from amp_pipeline.components.models.user_module import ModuleRef
 from amp_pipeline.core.data_spec import DataSpec
-from amp_pipeline.pipeline.config import RunConfig, model_name_for
+from amp_pipeline.pipeline.config import RunConfig, prepared
 from amp_pipeline.pipeline.progress import captured_output
 from amp_pipeline.pipeline.run_lock import OutputLock, check_output
 
@@ -39,19 +39,9 @@ def transformed(config: RunConfig, command: str) -> Iterator[tuple[Transformed, 
     output = config.output_dir
     check_output(output)
     with OutputLock(output, command), captured_output(config.log_path) as (progress, terminal):
-        from amp_pipeline.components.data import ingest
         from amp_pipeline.pipeline import user_model
 
-        data = ingest.prepare(
-            config.data,
-            config.label,
-            output / "data",
-            config.image_size,
-            config.csv,
-            config.span,
-            config.rolling_spans,
-        )
-        config = dataclasses.replace(config, model_name=model_name_for(config, data))
+        config, data = prepared(config)
         module_ref = user_model.check(config.model_module, data)
 
         from absl import logging as absl_logging

@@ -17,8 +17,8 @@ from amp_pipeline.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError, ca
 from amp_pipeline.pipeline.config import (
     RunConfig,
     model_for,
-    model_name_for,
     model_options_for,
+    prepared,
     with_data_steps,
 )
 from amp_pipeline.pipeline.progress import captured_output, write_header
@@ -168,19 +168,9 @@ def _run_locked(config: RunConfig) -> dict:
     train_bytes = 0
     with captured_output(config.log_path) as (progress, terminal):
         try:
-            from amp_pipeline.components.data import ingest
             from amp_pipeline.pipeline import preflight
 
-            data = ingest.prepare(
-                config.data,
-                config.label,
-                output / "data",
-                config.image_size,
-                config.csv,
-                config.span,
-                config.rolling_spans,
-            )
-            config = dataclasses.replace(config, model_name=model_name_for(config, data))
+            config, data = prepared(config)
             config = with_data_steps(config, data)
             from amp_pipeline.components.data.spans import drift as span_drift
 

@@ -217,6 +217,34 @@ class ImportInOrder(InOrderSplits, ImportExecutor):
         return _RecordsWithEarlierSpans  # type: ignore[return-value]  # a ptransform_fn
 
 
+def _file_based_spec(
+    spec_class: type[standard_component_specs.FileBasedExampleGenSpec],
+    input_base,
+    input_config: example_gen_pb2.Input,
+    output_config: example_gen_pb2.Output,
+    range_config,
+    earlier_spans: str,
+    **extra: str,
+) -> standard_component_specs.FileBasedExampleGenSpec:
+    """A file-based ExampleGen's spec writing gzipped tf.Examples, as FileBasedExampleGen's own
+    __init__ builds it, with a rolling window's earlier spans and the executor's own properties."""
+    from tfx import types
+    from tfx.types import standard_artifacts
+
+    return spec_class(
+        input_base=input_base,
+        input_config=input_config,
+        output_config=output_config,
+        custom_config=None,
+        range_config=range_config,
+        output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
+        output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
+        examples=types.Channel(type=standard_artifacts.Examples),
+        **extra,
+        **({EARLIER_SPANS_KEY: earlier_spans} if earlier_spans else {}),
+    )
+
+
 class ImportExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):
     PARAMETERS = {
         **standard_component_specs.FileBasedExampleGenSpec.PARAMETERS,
@@ -239,19 +267,13 @@ class ImportExampleGen(tfx_components.ImportExampleGen):
         range_config=None,
         earlier_spans: str = "",
     ):
-        from tfx import types
-        from tfx.types import standard_artifacts
-
-        spec = ImportExampleGenSpec(
-            input_base=input_base,
-            input_config=input_config,
-            output_config=output_config,
-            custom_config=None,
-            range_config=range_config,
-            output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
-            output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
-            examples=types.Channel(type=standard_artifacts.Examples),
-            **({EARLIER_SPANS_KEY: earlier_spans} if earlier_spans else {}),
+        spec = _file_based_spec(
+            ImportExampleGenSpec,
+            input_base,
+            input_config,
+            output_config,
+            range_config,
+            earlier_spans,
         )
         super(FileBasedExampleGen, self).__init__(spec=spec)
 
@@ -306,19 +328,13 @@ class CsvExampleGen(FileBasedExampleGen):
         range_config=None,
         earlier_spans: str = "",
     ):
-        from tfx import types
-        from tfx.types import standard_artifacts
-
-        spec = CsvExampleGenSpec(
-            input_base=input_base,
-            input_config=input_config,
-            output_config=output_config,
-            custom_config=None,
-            range_config=range_config,
-            output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
-            output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
-            examples=types.Channel(type=standard_artifacts.Examples),
+        spec = _file_based_spec(
+            CsvExampleGenSpec,
+            input_base,
+            input_config,
+            output_config,
+            range_config,
+            earlier_spans,
             **{CSV_FORMAT_KEY: json.dumps(csv_format, sort_keys=True)},
-            **({EARLIER_SPANS_KEY: earlier_spans} if earlier_spans else {}),
         )
         super(FileBasedExampleGen, self).__init__(spec=spec)

@@ -313,21 +313,13 @@ def cmd_autotune(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from amp_pipeline.components.data import ingest
     from amp_pipeline.components.data.report import format_data
+    from amp_pipeline.pipeline.config import prepared
 
     try:
         config = flags.run_config(args)
         with tempfile.TemporaryDirectory() as tmp:
-            data = ingest.prepare(
-                config.data,
-                config.label,
-                Path(tmp),
-                config.image_size,
-                config.csv,
-                config.span,
-                config.rolling_spans,
-            )
+            _, data = prepared(config, Path(tmp))
     except (InputError, ValueError) as e:
         return error(e)
     print(format_data(data))
