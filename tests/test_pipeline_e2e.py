@@ -29,8 +29,8 @@ STEPS = "150"
 # The digits under a real reduced-precision twin, on the MLP: bfloat16 convolutions are emulated
 # on CPUs without AVX-512 BF16, and the CNN's 150 bfloat16 steps took 153-207 s against 17-23 s in
 # float32 on a 2-core Zen 3 (benchmarks/RESULTS.md, "The test suite's time"). The CNN at the
-# defaults runs end to end in tests/test_gate_defaults_e2e.py, and under bfloat16 in
-# tests/test_distribution_e2e.py.
+# defaults runs end to end in tests/test_gate_defaults_e2e.py, and under bfloat16 (20 steps,
+# two mirrored replicas) in test_mirrored_over_two_cpu_devices_trains_and_exports below.
 DIGITS = ("--model", "mlp", *PINNED_AMP)
 
 
