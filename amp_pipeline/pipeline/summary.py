@@ -9,7 +9,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from amp_pipeline.components.amp import readiness
 from amp_pipeline.components.amp.precision import Recipe
 from amp_pipeline.components.gate import twins
 from amp_pipeline.components.speed import record as speed_record
@@ -257,6 +256,9 @@ def build_summary(
 ) -> dict:
     """Assembles run_summary.json from the run's artifacts, and copies the gate's decision files
     next to it."""
+    # Here, not at the top: the readiness rules load Keras, which a run that stops on bad input
+    # (failure_summary) never needs.
+    from amp_pipeline.components.amp import readiness
     from amp_pipeline.components.amp.diagnosis import why_not_faster
     from amp_pipeline.pipeline.amp_half import GATE, PUSHER, TRAINER_AMP, TRAINER_FP32
     from amp_pipeline.pipeline.results import trainer_figures
