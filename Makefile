@@ -34,13 +34,15 @@ run: $(STAMP)
 
 # Three workers on two cores, a test file each at a time (a file's module fixtures, such as a
 # shared pipeline run, stay in one worker): a pipeline run waits on servers, child processes
-# and one-threaded imports, and a third file fills those gaps. Measured on a 2-core Xeon,
-# 548 tests: 1,369 s of pytest with two workers; 1,248 s and 1,354 s in two runs with three.
+# and one-threaded imports, and a third file fills those gaps. --no-loadscope-reorder keeps
+# tests/conftest.py's longest-first order: by default pytest-xdist hands out the files with the
+# most tests first, which left 1-3-test e2e files (a whole run each) for the end. Measured on a
+# 2-core Zen 4, 575 tests: 1,242.67 s of pytest with xdist's order (benchmarks/RESULTS.md).
 test: $(JAX_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mkdocs build --strict --quiet --site-dir $(OUTPUT_SITE)
-	$(PY) -m pytest -q -p no:cacheprovider -n 3 --dist loadfile --durations=15 $(ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -n 3 --dist loadfile --no-loadscope-reorder --durations=15 $(ARGS)
 
 # The inner loop: lint, types and the unit tier (no pipeline run, no server, no training past a
 # few steps, no conversion), on two workers.

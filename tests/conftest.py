@@ -87,38 +87,44 @@ def no_left_over_processes():
         pytest.fail(f"processes left running after this file: {left}")
 
 
-# The test files by their seconds in one `make test` (--durations=0, 2-core Intel Xeon without
-# BF16, 2026-12-07), longest first. A file not listed runs after these; a stale order only
-# schedules worse.
+# The test files by their seconds in one pytest run of the whole suite (--junitxml, 2-core AMD
+# Zen 4, 2026-12-08), longest first. A file not listed runs after these; a stale order only
+# schedules worse. `make test` passes --no-loadscope-reorder, or xdist would hand out the files
+# with the most tests first and this order would not count.
 LONGEST_FIRST = (
-    "test_spans_e2e.py",
-    "test_pipeline_e2e.py",
     "test_byom_e2e.py",
+    "test_pipeline_e2e.py",
     "test_inputs_e2e.py",
     "test_reliability_e2e.py",
-    "test_regression_e2e.py",
+    "test_spans_e2e.py",
+    "test_data_e2e.py",
     "test_mlflow_e2e.py",
     "test_text_e2e.py",
-    "test_data_e2e.py",
+    "test_regression_e2e.py",
+    "test_gate_defaults_e2e.py",
     "test_class_change_e2e.py",
+    "test_bench_jax.py",
     "test_edges_e2e.py",
     "test_autotune_e2e.py",
-    "test_gate_defaults_e2e.py",
-    "test_bench_jax.py",
-    "test_own_tfx_pipeline.py",
     "test_cli.py",
-    "test_example_gen.py",
     "test_distribution_e2e.py",
-    "test_export.py",
-    "test_serving_e2e.py",
+    "test_example_gen.py",
+    "test_own_tfx_pipeline.py",
     "test_kubeflow.py",
+    "test_serving_e2e.py",
+    "test_bench.py",
+    "test_gate_stats.py",
     "test_beam_e2e.py",
+    "test_device_graph.py",
+    "test_regression.py",
+    "test_export.py",
 )
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:
-    """The longest files first. `make test` hands whole files to its two workers (`--dist
-    loadfile`) in collection order; alphabetical order left long e2e files for the end, one
-    worker running them while the other idled. Longest first, the short files fill the gaps."""
+    """The longest files first. `make test` hands whole files to its three workers (`--dist
+    loadfile --no-loadscope-reorder`) in collection order; alphabetical order left long e2e
+    files for the end, one worker running them while the others idled. Longest first, the
+    short files fill the gaps."""
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
