@@ -140,7 +140,7 @@ def test_a_killed_driver_takes_its_trainer_and_the_next_run_cleans_up(out):
 
     result = run_cli(
         "run", "--output", str(out), "--train-steps", "30", "--tflite", "none",
-        "--accuracy-tolerance", "1", "--min-speedup", "0",
+        "--speed-rounds", "0", "--accuracy-tolerance", "1", "--min-speedup", "0",
     )  # fmt: skip
     assert result.returncode in (0, 3), result.stdout + result.stderr
     assert f"MLflow run {stale_id} was left RUNNING by a killed run; marked FAILED" in (
