@@ -37,7 +37,8 @@ run: $(STAMP)
 # and one-threaded imports, and a third file fills those gaps. --no-loadscope-reorder keeps
 # tests/conftest.py's longest-first order: by default pytest-xdist hands out the files with the
 # most tests first, which left 1-3-test e2e files (a whole run each) for the end. Measured on a
-# 2-core Zen 4, 575 tests: 1,242.67 s of pytest with xdist's order (benchmarks/RESULTS.md).
+# 2-core Zen 4, 575 tests: 1,242.67 s of pytest in xdist's order, 1,176.10 s in this one
+# (benchmarks/RESULTS.md, "The test suite's time").
 test: $(JAX_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
