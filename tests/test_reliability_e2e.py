@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from tests.conftest import ROOT, clean_env, run_cli
+from tests.helpers import CHEAP
 
 pytestmark = pytest.mark.e2e
 # Long enough that the trainers are still training when the test acts on them.
@@ -139,8 +140,8 @@ def test_a_killed_driver_takes_its_trainer_and_the_next_run_cleans_up(out):
     partial.mkdir(parents=True)
 
     result = run_cli(
-        "run", "--output", str(out), "--train-steps", "30", "--tflite", "none",
-        "--speed-rounds", "0", "--accuracy-tolerance", "1", "--min-speedup", "0",
+        "run", "--output", str(out), "--train-steps", "30", *CHEAP,
+        "--accuracy-tolerance", "1", "--min-speedup", "0",
     )  # fmt: skip
     assert result.returncode in (0, 3), result.stdout + result.stderr
     assert f"MLflow run {stale_id} was left RUNNING by a killed run; marked FAILED" in (
